@@ -1,0 +1,88 @@
+r"""Coarse spaces :math:`\Phi \in \mathbb{R}^{n\times n_0}` on a :class:`Decomposition`.
+
+- ``hats``: in 1D the paper's interface hat functions, one per interface between neighbouring
+  subdomains (:math:`n_0 = N-1`); the overlap has no centre node, so hat ``k`` peaks at the larger
+  of the two indices nearest the centre of the overlap between subdomains ``k`` and ``k+1`` (the
+  first non-overlapping index of subdomain ``k+1``) and falls linearly to zero at the
+  neighbouring peaks (or the Dirichlet boundary). In 2D the Q1 hat functions on the subdomain
+  grid: tensor products :math:`\phi_{kl}(x, y) = h_k(x)\,h_l(y)` of the 1D interface hats, one per
+  interior vertex of the box grid (:math:`n_0 = (N_x-1)(N_y-1)`).
+- ``nicolaides``: :math:`D_i`-weighted piecewise constants, :math:`\Phi e_i = R_i^T D_i \mathbf 1`
+  (:math:`n_0 = N`); a partition of unity everywhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .decomposition import Decomposition
+
+__all__ = ["interface_hats", "q1_hats", "nicolaides", "coarse_space", "COARSE_SPACES"]
+
+
+def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
+    """1D interface hats on ``m`` points for the contiguous sets given by ``offsets``."""
+    peaks = offsets[1:-1]
+    # Neighbouring peaks, with the Dirichlet boundary points -1 and m at the ends.
+    left = np.concatenate([[-1], peaks[:-1]])
+    right = np.concatenate([peaks[1:], [m]])
+    j = np.arange(m)[:, None]
+    up = (j - left) / (peaks - left)
+    down = (right - j) / (right - peaks)
+    H = np.clip(np.minimum(up, down), 0.0, None)
+    return sp.csr_matrix(H)
+
+
+def interface_hats(dec: Decomposition) -> sp.csr_matrix:
+    """The paper's 1D interface hat functions, shape ``(n, N-1)``."""
+    if len(dec.grid) != 1:
+        raise ValueError("interface_hats is the 1D coarse space; use q1_hats in 2D")
+    return _hats_1d(dec.grid[0], dec.offsets[0])
+
+
+def q1_hats(dec: Decomposition) -> sp.csr_matrix:
+    """Q1 hat functions on the 2D box grid, shape ``(nx*ny, (Nx-1)*(Ny-1))``.
+
+    Column ``kx + ky*(Nx-1)`` belongs to the interior box-grid vertex ``(kx, ky)``.
+    """
+    if len(dec.grid) != 2:
+        raise ValueError("q1_hats is the 2D coarse space; use interface_hats in 1D")
+    Hx = _hats_1d(dec.grid[0], dec.offsets[0])
+    Hy = _hats_1d(dec.grid[1], dec.offsets[1])
+    # Natural index j = iy*nx + ix, so the y factor is the outer Kronecker factor.
+    return sp.kron(Hy, Hx, format="csr")
+
+
+def nicolaides(dec: Decomposition) -> sp.csr_matrix:
+    r"""Nicolaides coarse space :math:`\Phi e_i = R_i^T D_i \mathbf 1`, shape ``(n, N)``."""
+    rows = np.concatenate(dec.subdomains)
+    cols = np.repeat(np.arange(dec.N), dec.sizes)
+    vals = np.concatenate([dec.D(i) for i in range(dec.N)])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(dec.n, dec.N))
+
+
+def _hats(dec):
+    return interface_hats(dec) if len(dec.grid) == 1 else q1_hats(dec)
+
+
+COARSE_SPACES = {"hats": _hats, "nicolaides": nicolaides}
+
+
+def coarse_space(name: str, dec: Decomposition) -> sp.csr_matrix:
+    """Coarse basis :math:`\\Phi` by name (``hats`` or ``nicolaides``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or an empty coarse space (e.g. hats with one subdomain per direction).
+    """
+    try:
+        Phi = COARSE_SPACES[name](dec)
+    except KeyError:
+        raise ValueError(f"unknown coarse space {name!r}; choose one of "
+                         f"{sorted(COARSE_SPACES)}") from None
+    if Phi.shape[1] == 0:
+        raise ValueError(f"the {name!r} coarse space is empty for box grid {dec.boxes}: "
+                         f"use more subdomains per direction or coarse space 'nicolaides'")
+    Phi.eliminate_zeros()
+    return Phi

@@ -1,0 +1,139 @@
+r"""How a :class:`~ddlearn.decomposition.Decomposition` lives on MPI ranks as PETSc objects.
+
+Rank ``r`` owns the subdomains :func:`~ddlearn.decomposition.assign_ranks` gives it. Unknowns are
+numbered in the *PETSc ordering* (subdomain by subdomain, see ``Decomposition.perm``), so rank
+``r`` owns the contiguous block of rows that is the union of its subdomains' non-overlapping sets:
+overlap is the only thing that crosses ranks. Coarse vectors (length :math:`n_0`) live entirely on
+the coarse rank.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from petsc4py import PETSc
+
+from .decomposition import Decomposition
+
+__all__ = ["Layout"]
+
+
+class Layout:
+    """Rank-local view of a decomposition: ownership, orderings and PETSc constructors.
+
+    Parameters
+    ----------
+    dec : Decomposition
+    comm : PETSc.Comm or mpi4py communicator, optional
+        Defaults to ``PETSc.COMM_WORLD``.
+    coarse_rank : int
+        Rank that owns all coarse unknowns.
+    """
+
+    def __init__(self, dec: Decomposition, comm=None, coarse_rank: int = 0):
+        self.dec = dec
+        self.comm = PETSc.COMM_WORLD if comm is None else comm
+        if not isinstance(self.comm, PETSc.Comm):
+            self.comm = PETSc.Comm(self.comm)
+        self.size, self.rank = self.comm.getSize(), self.comm.getRank()
+        if not 0 <= coarse_rank < self.size:
+            raise ValueError(f"coarse rank {coarse_rank} does not exist on {self.size} ranks")
+        self.coarse_rank = coarse_rank
+        self.owner = dec.ranks(self.size)
+        self.local_subdomains = np.flatnonzero(self.owner == self.rank)
+        self.perm = dec.perm
+        self.iperm = np.empty_like(self.perm)
+        self.iperm[self.perm] = np.arange(len(self.perm))
+        owned_sizes = np.array([len(o) for o in dec.owned])
+        rank_sizes = np.bincount(self.owner, weights=owned_sizes, minlength=self.size)
+        self.ranges = np.concatenate([[0], np.cumsum(rank_sizes)]).astype(np.int64)
+        self.lo, self.hi = int(self.ranges[self.rank]), int(self.ranges[self.rank + 1])
+
+    @property
+    def n(self) -> int:
+        return self.dec.n
+
+    @property
+    def nlocal(self) -> int:
+        return self.hi - self.lo
+
+    def local_natural(self) -> np.ndarray:
+        """Natural indices of the rows this rank owns, in PETSc order."""
+        return self.perm[self.lo:self.hi]
+
+    # -- vectors ---------------------------------------------------------------------------
+    def vec(self) -> PETSc.Vec:
+        """A zero global vector in the PETSc ordering."""
+        v = PETSc.Vec().createMPI((self.nlocal, self.n), comm=self.comm)
+        v.set(0.0)
+        return v
+
+    def from_natural(self, x: np.ndarray, out: PETSc.Vec | None = None) -> PETSc.Vec:
+        """Global Vec from a replicated array in natural ordering."""
+        out = self.vec() if out is None else out
+        out.setArray(np.asarray(x)[self.local_natural()])
+        return out
+
+    def to_natural(self, v: PETSc.Vec) -> np.ndarray:
+        """Replicated array in natural ordering from a global Vec (collective; for tests and
+        small reports, not for hot paths)."""
+        parts = self.comm.tompi4py().allgather(v.getArray(readonly=True).copy())
+        x = np.empty(self.n)
+        x[self.perm] = np.concatenate(parts)
+        return x
+
+    # -- matrices --------------------------------------------------------------------------
+    def aij(self, rows: sp.csr_matrix, ncols: int | None = None, col_ranges=None) -> PETSc.Mat:
+        """Distributed AIJ matrix from this rank's rows (PETSc ordering for rows and columns).
+
+        ``col_ranges`` gives the column ownership (defaults to the row ownership of a square
+        matrix).
+        """
+        rows = sp.csr_matrix(rows)
+        rows.sort_indices()
+        ncols = self.n if ncols is None else ncols
+        col_ranges = self.ranges if col_ranges is None else col_ranges
+        clo, chi = int(col_ranges[self.rank]), int(col_ranges[self.rank + 1])
+        # Exact preallocation: diagonal block = columns this rank owns.
+        cols = rows.indices
+        in_diag = (cols >= clo) & (cols < chi)
+        row_of = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
+        d_nnz = np.bincount(row_of[in_diag], minlength=rows.shape[0]).astype(PETSc.IntType)
+        o_nnz = (np.diff(rows.indptr) - d_nnz).astype(PETSc.IntType)
+        M = PETSc.Mat().createAIJ(((rows.shape[0], None), (chi - clo, ncols)),
+                                  nnz=(d_nnz, o_nnz), comm=self.comm)
+        M.setValuesCSR(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                       rows.data)
+        M.assemble()
+        return M
+
+    def matrix(self, problem) -> PETSc.Mat:
+        """The problem's matrix ``A`` in the PETSc ordering, assembled from local rows only."""
+        if tuple(problem.grid) != self.dec.grid:
+            raise ValueError(f"problem grid {problem.grid} does not match the decomposition "
+                             f"grid {self.dec.grid}")
+        rows = problem.rows(self.local_natural())
+        rows = sp.csr_matrix((rows.data, self.iperm[rows.indices], rows.indptr),
+                             shape=rows.shape)
+        A = self.aij(rows)
+        A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
+        return A
+
+    def coarse_ranges(self, n0: int) -> np.ndarray:
+        """Ownership of a length-``n0`` coarse vector: everything on the coarse rank."""
+        sizes = np.zeros(self.size, dtype=np.int64)
+        sizes[self.coarse_rank] = n0
+        return np.concatenate([[0], np.cumsum(sizes)])
+
+    def phi(self, Phi: sp.spmatrix) -> PETSc.Mat:
+        r"""Distributed :math:`\Phi` (rows in PETSc ordering, all columns on the coarse rank), so
+        that ``Phi.multTranspose`` lands the coarse vector on the coarse rank."""
+        rows = sp.csr_matrix(Phi)[self.local_natural()]
+        return self.aij(rows, ncols=Phi.shape[1], col_ranges=self.coarse_ranges(Phi.shape[1]))
+
+    def index_sets(self, overlapping: bool = True) -> list[PETSc.IS]:
+        """Index sets (PETSc ordering, sorted) of this rank's subdomains: the overlapping
+        :math:`I_i` or, with ``overlapping=False``, the non-overlapping sets."""
+        sets = self.dec.subdomains if overlapping else self.dec.owned
+        return [PETSc.IS().createGeneral(np.sort(self.iperm[sets[i]]).astype(PETSc.IntType),
+                                         comm=PETSc.COMM_SELF)
+                for i in self.local_subdomains]

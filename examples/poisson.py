@@ -1,0 +1,104 @@
+"""The main job: one problem, one decomposition, every preconditioner side by side.
+
+    mpiexec -n 8 python examples/poisson.py [options]
+
+Solves ``A x = b`` (random ``b``, zero initial guess) with a Krylov method for each
+preconditioner and prints iterations, converged reason, true relative residual
+``||b - A x|| / ||b||``, set-up and solve seconds (slowest rank); writes JSON and a convergence
+plot. All options are PETSc options:
+
+  -problem {poisson1d,poisson2d,channels}   (default poisson2d)
+  -n N                 interior points per direction (default 4095 in 1D, 255 in 2D)
+  -subdomains N        total number of subdomains (default 64)
+  -overlap n_delta     overlap in indices / grid layers (default 2 in 1D, 1 in 2D)
+  -coarse_space {hats,nicolaides}            (default hats)
+  -contrast C          channel contrast for -problem channels (default 1e6)
+  -methods LIST        comma list of none,jacobi,asm,twolevel,gdsw,gamg (default: all)
+  -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
+  -json FILE -plot FILE   outputs (default poisson.json, poisson.png; "" to skip)
+  -seed S              right-hand side seed (default 0)
+
+Every method's solver takes further options under its own prefix, e.g. ``-gamg_ksp_monitor``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import petsc4py
+
+petsc4py.init(sys.argv)
+from petsc4py import PETSc  # noqa: E402
+
+from ddlearn.problems import make_problem  # noqa: E402
+from solvers.methods import METHODS, Case, parse_methods, run_methods  # noqa: E402
+from solvers.report import format_table, plot_histories  # noqa: E402
+
+
+def read_options(opts: PETSc.Options) -> dict:
+    """The example's settings from the options database (defaults as documented above)."""
+    problem = opts.getString("problem", "poisson2d")
+    one_d = problem == "poisson1d"
+    return {
+        "problem": problem,
+        "n": opts.getInt("n", 4095 if one_d else 255),
+        "subdomains": opts.getInt("subdomains", 64),
+        "overlap": opts.getInt("overlap", 2 if one_d else 1),
+        "coarse_space": opts.getString("coarse_space", "hats"),
+        "contrast": opts.getReal("contrast", 1e6),
+        "methods": parse_methods(opts.getString("methods", ",".join(METHODS))),
+        "ksp_type": opts.getString("ksp_type", "cg"),
+        "rtol": opts.getReal("rtol", 1e-8),
+        "json": opts.getString("json", "poisson.json"),
+        "plot": opts.getString("plot", "poisson.png"),
+        "seed": opts.getInt("seed", 0),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the comparison and return the report. ``argv`` holds extra ``-option value`` pairs
+    for this call only (for tests and scripts)."""
+    opts = PETSc.Options()
+    given = dict(zip(argv[::2], argv[1::2])) if argv else {}
+    for key, value in given.items():
+        opts.setValue(key, value)
+    try:
+        cfg = read_options(opts)
+    finally:
+        for key in given:  # options passed in argv apply to this call only
+            opts.delValue(key)
+    comm = PETSc.COMM_WORLD
+    rank0 = comm.getRank() == 0
+    kwargs = {"contrast": cfg["contrast"]} if cfg["problem"] == "channels" else {}
+    problem = make_problem(cfg["problem"], cfg["n"], **kwargs)
+    case = Case.build(problem, cfg["subdomains"], cfg["overlap"], cfg["coarse_space"], comm)
+    PETSc.Sys.Print(f"{problem.name}: n = {problem.n} unknowns, N = {case.dec.N} subdomains "
+                    f"{case.dec.boxes}, overlap {case.dec.overlap}, n_0 = {case.Phi.shape[1]} "
+                    f"({cfg['coarse_space']}), {comm.getSize()} ranks on {os.cpu_count()} cores, "
+                    f"{cfg['ksp_type']} to rtol {cfg['rtol']:g}")
+    b = case.rhs(cfg["seed"])
+    results = []
+    for m in cfg["methods"]:
+        PETSc.Sys.Print(f"  solving with {m} ...")
+        results += run_methods(case, [m], b, cfg["ksp_type"], cfg["rtol"])
+    b.destroy()
+    report = {"problem": case.describe(), "ranks": comm.getSize(), "cores": os.cpu_count(),
+              "subdomains": case.dec.N, "ksp_type": cfg["ksp_type"], "rtol": cfg["rtol"],
+              "results": [r.record() for r in results]}
+    case.destroy()
+    if rank0:
+        print(format_table(results), flush=True)
+        if cfg["json"]:
+            with open(cfg["json"], "w") as f:
+                json.dump(report, f, indent=1)
+            print(f"wrote {cfg['json']}")
+        if cfg["plot"]:
+            plot_histories(results, cfg["plot"], title=f"{problem.name}, n = {problem.n}, "
+                           f"N = {case.dec.N}, {comm.getSize()} ranks")
+            print(f"wrote {cfg['plot']}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

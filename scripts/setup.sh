@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything ddlearn needs, from a bare Debian/Python 3.11 machine:
+# system BLAS/LAPACK, a virtual environment in .venv, MPICH + mpi4py wheels, PETSc and
+# petsc4py built from PyPI source, torch (CPU build) and ddlearn itself (editable).
+# A second run finds the stamp and returns in seconds; pip's wheel cache makes a run in a
+# fresh clone on the same machine fast too (PETSc is then not rebuilt).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+py=${PYTHON:-python3}
+stamp="$venv/.ddlearn-setup"
+want=$(cat "$root/scripts/setup.sh" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "ddlearn set-up: up to date ($venv)"
+    exit 0
+fi
+
+say() { printf '\n==> %s\n' "$*"; }
+
+# System libraries: PETSc links against the system BLAS/LAPACK; pkg-config lets CMake find PETSc.
+missing=()
+for pkg in liblapack-dev libblas-dev pkg-config; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing system packages: ${missing[*]}"
+    sudo_=""
+    [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+    $sudo_ apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}"
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+    say "creating virtual environment $venv"
+    "$py" -m venv "$venv"
+fi
+# The MPICH wheel puts mpicc/mpiexec in the venv's bin: PETSc's configure must find them.
+export PATH="$venv/bin:$PATH"
+pip() { "$venv/bin/python" -m pip --disable-pip-version-check "$@"; }
+
+say "base tools, MPICH and mpi4py"
+pip install -q -U pip setuptools wheel
+pip install -q "mpich==5.0.*" "mpi4py>=4.0" "numpy>=1.26" "cython>=3.0"
+
+if ! "$venv/bin/python" -c "import petsc4py" >/dev/null 2>&1; then
+    say "PETSc 3.26 and petsc4py (built from source on a cold machine: about 12 minutes)"
+    # nvcc may exist on the machine: without --with-cuda=0 PETSc would build for CUDA.
+    export PETSC_CONFIGURE_OPTIONS="--with-cuda=0 --with-fc=0 --with-x=0 --with-debugging=0"
+    pip install -q "petsc==3.26.*"
+    pip install -q --no-build-isolation "petsc4py==3.26.*"
+fi
+
+say "torch 2.13.0 (CPU build)"
+# An exact pin: a looser one can pull a multi-GB CUDA build.
+pip install -q "torch==2.13.0"
+
+say "ddlearn (editable) with test and plot extras"
+pip install -q --no-build-isolation -e "$root[test,plot]"
+
+echo "$want" > "$stamp"
+say "set-up done: $venv"

@@ -1,0 +1,121 @@
+"""The preconditioners compared on one problem and decomposition, by name.
+
+Each method configures a PC on a :class:`Case`. Every method's KSP has the options prefix
+``{name}_``, so ``-twolevel_ksp_monitor`` or ``-gamg_pc_gamg_threshold 0.05`` reach one method
+only; defaults set here go into the options database only where the user set nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import scipy.sparse as sp
+from petsc4py import PETSc
+
+from ddlearn.coarse import coarse_space
+from ddlearn.decomposition import Decomposition
+from ddlearn.layout import Layout
+from .krylov import KrylovResult, solve
+from .options import set_defaults
+from .schwarz import TwoLevelSchwarz, configure_asm
+
+__all__ = ["Case", "METHODS", "run_methods", "parse_methods"]
+
+
+@dataclass
+class Case:
+    """A problem, its decomposition and coarse space, as PETSc objects on a communicator."""
+
+    problem: object
+    dec: Decomposition
+    layout: Layout
+    A: PETSc.Mat
+    Phi: sp.csr_matrix
+    PhiP: PETSc.Mat
+    coarse: str
+
+    @classmethod
+    def build(cls, problem, N: int, overlap: int, coarse: str = "hats", comm=None,
+              coarse_rank: int = 0) -> "Case":
+        dec = Decomposition(problem.grid, N, overlap)
+        layout = Layout(dec, comm, coarse_rank)
+        Phi = coarse_space(coarse, dec)
+        return cls(problem, dec, layout, layout.matrix(problem), Phi, layout.phi(Phi), coarse)
+
+    def rhs(self, seed: int = 0) -> PETSc.Vec:
+        """A random right-hand side, uniform on (-1, 1), the same for every rank count."""
+        import numpy as np
+        rng = np.random.default_rng(seed)
+        return self.layout.from_natural(rng.uniform(-1.0, 1.0, self.dec.n))
+
+    def describe(self) -> dict:
+        return {**self.problem.describe(), **self.dec.describe(), "coarse_space": self.coarse,
+                "n0": self.Phi.shape[1]}
+
+    def destroy(self) -> None:
+        self.A.destroy()
+        self.PhiP.destroy()
+
+
+def _none(pc, case):
+    pc.setType(PETSc.PC.Type.NONE)
+
+
+def _jacobi(pc, case):
+    pc.setType(PETSc.PC.Type.JACOBI)
+
+
+def _asm(pc, case):
+    configure_asm(pc, case.layout, "basic")
+
+
+def _twolevel(pc, case):
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(TwoLevelSchwarz(case.layout, case.PhiP, "basic"))
+
+
+def _gdsw(pc, case):
+    # PETSc's GDSW coarse space converts A to MATIS, whose subdomains are the ranks' rows; the
+    # smoother is our one-level ASM, so only the coarse space differs from `twolevel`.
+    set_defaults(pc.getOptionsPrefix(), {
+        "pc_mg_galerkin": "both", "pc_mg_type": "additive",
+        "pc_mg_adapt_interp_coarse_space": "gdsw",
+        "mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
+        "mg_levels_sub_ksp_type": "preonly", "mg_levels_sub_pc_type": "lu",
+        "mg_coarse_pc_type": "redundant", "mg_coarse_redundant_pc_type": "lu"})
+    pc.setType(PETSc.PC.Type.MG)
+    pc.setMGLevels(2)
+    pc.setFromOptions()
+    configure_asm(pc.getMGSmoother(1).getPC(), case.layout, "basic")
+
+
+def _gamg(pc, case):
+    pc.setType(PETSc.PC.Type.GAMG)
+
+
+METHODS = {
+    "none": _none,
+    "jacobi": _jacobi,
+    "asm": _asm,
+    "twolevel": _twolevel,
+    "gdsw": _gdsw,
+    "gamg": _gamg,
+}
+
+
+def parse_methods(spec: str) -> list[str]:
+    """Comma list of method names, validated (same answer on every rank)."""
+    names = [m.strip() for m in spec.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METHODS]
+    if unknown or not names:
+        raise ValueError(f"unknown method(s) {unknown or spec!r}; choose from "
+                         f"{', '.join(METHODS)}")
+    return names
+
+
+def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
+                rtol: float = 1e-8, max_it: int = 10000) -> list[KrylovResult]:
+    """Solve ``A x = b`` with each named preconditioner in turn."""
+    names = parse_methods(",".join(names)) if not isinstance(names, str) else parse_methods(names)
+    return [solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
+                  ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=f"{m}_")
+            for m in names]

@@ -1,0 +1,60 @@
+"""The main job, run as users run it (a real mpiexec launch) and in-process on the test ranks."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mpi4py import MPI
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "poisson.py"
+
+
+def _check_report(report, ranks, methods, problem):
+    assert report["ranks"] == ranks
+    assert report["problem"]["name"] == problem
+    assert [r["method"] for r in report["results"]] == methods
+    for r in report["results"]:
+        assert set(r) >= {"method", "iterations", "converged", "rnorm_true", "setup_s", "solve_s"}
+        assert r["converged"] is True and r["rnorm_true"] < 1e-8
+    it = {r["method"]: r["iterations"] for r in report["results"]}
+    assert it["twolevel"] < it["asm"]
+
+
+def test_example_under_mpiexec(tmp_path):
+    out, png = tmp_path / "run.json", tmp_path / "run.png"
+    cmd = ["mpiexec", "-n", "2", sys.executable, str(EXAMPLE), "-problem", "poisson1d",
+           "-n", "511", "-subdomains", "8", "-methods", "none,jacobi,asm,twolevel,gamg",
+           "-json", str(out), "-plot", str(png)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "| twolevel |" in proc.stdout
+    _check_report(json.loads(out.read_text()), 2, ["none", "jacobi", "asm", "twolevel", "gamg"],
+                  "poisson1d")
+    assert png.stat().st_size > 10_000
+
+
+def test_example_bad_option_is_a_clear_error(tmp_path):
+    cmd = ["mpiexec", "-n", "2", sys.executable, str(EXAMPLE), "-methods", "asm,amg",
+           "-json", "", "-plot", ""]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "unknown method(s) ['amg']" in proc.stderr
+
+
+@pytest.mark.mpi
+def test_example_in_process(tmp_path):
+    comm = MPI.COMM_WORLD
+    out = comm.bcast(str(tmp_path / "inproc.json"), root=0)
+    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    methods = ["asm", "twolevel"]
+    report = mod.main(["-problem", "poisson2d", "-n", "31", "-subdomains", "16",
+                       "-methods", ",".join(methods), "-json", out, "-plot", ""])
+    _check_report(report, comm.Get_size(), methods, "poisson2d")
+    comm.Barrier()
+    assert json.load(open(out))["results"][1]["iterations"] == report["results"][1]["iterations"]
