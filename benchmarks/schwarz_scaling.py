@@ -40,7 +40,8 @@ def run(configs) -> list[dict]:
             b = case.rhs(0)
             for r in run_methods(case, METHODS, b):
                 rows.append({"problem": name, "n": n, "overlap": overlap, "N": N,
-                             "n0": case.Phi.shape[1], **r.record()})
+                             "n0": case.Phi.shape[1],
+                             **{k: v for k, v in r.record().items() if k != "history"}})
                 PETSc.Sys.Print(f"{name:9s} n={n:5d} N={N:3d} {r.method:8s} "
                                 f"{r.iterations:4d} it  {r.reason}  true res {r.rnorm_true:.1e}")
             b.destroy()

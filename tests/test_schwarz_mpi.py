@@ -115,3 +115,15 @@ def test_phi_columns_live_on_coarse_rank():
     case.PhiP.mult(xc, y)
     np.testing.assert_allclose(case.layout.to_natural(y), case.Phi @ x, rtol=1e-14)
     xc.destroy(), y.destroy(), case.destroy()
+
+
+def test_restricted_asm_with_gmres():
+    case = Case.build(make_problem("poisson2d", 31), 16, 2)
+    b = case.rhs(1)
+    r = solve(case.A, b, lambda pc: configure_asm(pc, case.layout, "restrict"),
+              ksp_type="gmres", method="ras")
+    basic = run_methods(case, ["asm"], b)[0]
+    assert r.converged and r.rnorm_true < 1e-8
+    # RAS is the better one-level method (Cai & Sarkis); it needs a nonsymmetric Krylov method.
+    assert r.iterations <= basic.iterations
+    b.destroy(), case.destroy()
