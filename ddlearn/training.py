@@ -1,0 +1,198 @@
+r"""Training a learned operator on ``(f, u)`` pairs: Adam, cosine learning-rate schedule,
+relative :math:`L^2` loss :math:`\frac1B\sum_b \|M f_b - u_b\|/\|u_b\|`, validation curve, early
+stopping, divergence detection, checkpoints and resume.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from . import checkpoint as ckpt_io
+
+__all__ = ["TrainConfig", "History", "TrainResult", "relative_error", "evaluate", "train"]
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings.
+
+    ``patience``: stop after this many evaluations without a better validation error.
+    ``target``: stop once the validation error is at or below it. ``divergence``: a training
+    loss that is not finite or exceeds ``divergence`` times the first one stops training and
+    restores the best state.
+    """
+
+    steps: int = 2000
+    batch_size: int = 64
+    lr: float = 1e-2
+    lr_final: float = 1e-4
+    eval_every: int = 20
+    patience: int | None = None
+    target: float | None = None
+    divergence: float = 1e3
+    seed: int = 0
+    progress: bool = True
+    checkpoint: str | None = None
+    checkpoint_every: int = 0
+
+    def __post_init__(self):
+        if self.steps < 1 or self.batch_size < 1 or self.eval_every < 1:
+            raise ValueError("steps, batch_size and eval_every must be positive")
+        if not (self.lr > 0 and self.lr_final > 0):
+            raise ValueError("learning rates must be positive")
+
+
+@dataclass
+class History:
+    """Curves recorded at every evaluation."""
+
+    step: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    val_error: list = field(default_factory=list)
+    test_error: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+
+    def first_below(self, threshold: float, key: str = "test_error"):
+        """``(step, seconds)`` of the first evaluation with ``key`` at or below ``threshold``,
+        or ``(None, None)``."""
+        for s, t, e in zip(self.step, self.seconds, getattr(self, key)):
+            if e <= threshold:
+                return s, t
+        return None, None
+
+
+@dataclass
+class TrainResult:
+    history: History
+    best_step: int
+    best_val: float
+    final_test: float
+    stopped: str
+    seconds: float
+    steps: int
+
+
+def relative_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    r"""Mean relative :math:`L^2` error over the batch, :math:`\frac1B\sum_b\|p_b-t_b\|/\|t_b\|`."""
+    return (torch.linalg.vector_norm(pred - target, dim=-1)
+            / torch.linalg.vector_norm(target, dim=-1)).mean()
+
+
+@torch.no_grad()
+def evaluate(model, data, batch: int = 512) -> float:
+    """Mean relative error of ``model`` on a :class:`~ddlearn.data.Dataset`."""
+    total = 0.0
+    for s in range(0, len(data), batch):
+        F, U = data.F[s:s + batch], data.U[s:s + batch]
+        total += float(relative_error(model(F), U)) * F.shape[0]
+    return total / len(data)
+
+
+def _schedule(cfg: TrainConfig):
+    ratio = cfg.lr_final / cfg.lr
+    return lambda k: ratio + (1 - ratio) * 0.5 * (1 + math.cos(math.pi * min(k, cfg.steps) / cfg.steps))
+
+
+def _progress(cfg, start):
+    if not cfg.progress:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=cfg.steps, initial=start, desc="training", unit="step", leave=False)
+
+
+def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None = None,
+          resume: str | None = None, until: int | None = None) -> TrainResult:
+    """Train ``model`` on ``splits`` and leave it in its best-validation state.
+
+    ``resume`` continues from a checkpoint written by this function (same model configuration),
+    restoring the current parameters, optimizer, schedule, sampler state, step and history, so
+    that an interrupted run resumed ends exactly where the uninterrupted one would. ``until``
+    pauses at that step (the schedule still spans ``cfg.steps``). The checkpoint's ``state`` is the
+    best-validation state (what :func:`ddlearn.checkpoint.load` returns); ``current_state``
+    is where training stood.
+    """
+    cfg = cfg or TrainConfig()
+    dtype = next(model.parameters()).dtype
+    train_set, val_set, test_set = (d.to(dtype) for d in (splits.train, splits.val, splits.test))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
+    gen = torch.Generator().manual_seed(cfg.seed)
+    hist, step, elapsed = History(), 0, 0.0
+    if resume is not None:
+        loaded, c = ckpt_io.load(resume, problem=problem)
+        if ckpt_io.architecture(loaded.config) != ckpt_io.architecture(model.config):
+            raise ValueError(f"cannot resume from {resume}: it holds a {loaded.config} model, "
+                             f"not {model.config}")
+        model.load_state_dict(c["current_state"])
+        opt.load_state_dict(c["optimizer"])
+        sched.load_state_dict(c["scheduler"])
+        gen.set_state(c["sampler"])
+        hist, step, elapsed = History(**c["history"]), c["step"], c["seconds"]
+    best_val = min(hist.val_error, default=math.inf)
+    best_step = hist.step[hist.val_error.index(best_val)] if hist.val_error else 0
+    best_state = copy.deepcopy(c["state"] if resume is not None else model.state_dict())
+    first_loss, since_best, stopped = None, 0, "steps"
+    stop_at = cfg.steps if until is None else min(until, cfg.steps)
+
+    def save(path):
+        current = copy.deepcopy(model.state_dict())
+        model.load_state_dict(best_state)
+        ckpt_io.save(path, model, problem=problem, current_state=current,
+                     optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                     sampler=gen.get_state(), step=step, history=asdict(hist),
+                     seconds=elapsed, data=splits.meta, train_config=asdict(cfg))
+        model.load_state_dict(current)
+
+    bar = _progress(cfg, step)
+    t0 = time.perf_counter() - elapsed
+    while step < stop_at:
+        idx = torch.randint(len(train_set), (cfg.batch_size,), generator=gen)
+        loss = relative_error(model(train_set.F[idx]), train_set.U[idx])
+        lv = float(loss.detach())
+        first_loss = lv if first_loss is None else first_loss
+        if not math.isfinite(lv) or lv > cfg.divergence * first_loss:
+            stopped = f"diverged at step {step + 1} (loss {lv:.3g}); best state kept"
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        step += 1
+        if bar is not None:
+            bar.update(1)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            elapsed = time.perf_counter() - t0
+            val, test = evaluate(model, val_set), evaluate(model, test_set)
+            for key, v in zip(("step", "train_loss", "val_error", "test_error", "seconds"),
+                              (step, lv, val, test, elapsed)):
+                getattr(hist, key).append(v)
+            if bar is not None:
+                bar.set_postfix(loss=f"{lv:.2e}", val=f"{val:.2e}")
+            if val < best_val:
+                best_val, best_step, since_best = val, step, 0
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                since_best += 1
+            if cfg.checkpoint and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                save(cfg.checkpoint)
+            if cfg.target is not None and val <= cfg.target:
+                stopped = f"reached validation error {val:.3g} <= {cfg.target:g}"
+                break
+            if cfg.patience is not None and since_best >= cfg.patience:
+                stopped = f"early stop: no validation improvement in {cfg.patience} evaluations"
+                break
+    if stopped == "steps" and step < cfg.steps:
+        stopped = f"paused at step {step}"
+    if bar is not None:
+        bar.close()
+    elapsed = time.perf_counter() - t0
+    if cfg.checkpoint:
+        save(cfg.checkpoint)
+    model.load_state_dict(best_state)
+    return TrainResult(history=hist, best_step=best_step, best_val=best_val,
+                       final_test=evaluate(model, test_set), stopped=stopped, seconds=elapsed,
+                       steps=step)
