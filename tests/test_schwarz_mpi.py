@@ -96,6 +96,14 @@ def test_nonsymmetric_matrix_with_cg_raises_everywhere():
     A.destroy(), b.destroy(), case.destroy()
 
 
+@pytest.mark.parametrize("N,overlap,match", [(64, 1, "N must not exceed"),
+                                              (4, -1, "non-negative"),
+                                              (4, 9, "wider than the smallest subdomain")])
+def test_bad_decomposition_raises_everywhere(N, overlap, match):
+    msgs = raised_everywhere(lambda: Case.build(make_problem("poisson1d", 31), N, overlap))
+    assert all(m and match in m for m in msgs), msgs
+
+
 def test_unknown_names_raise_everywhere():
     msgs = raised_everywhere(lambda: parse_methods("asm,multigrid"))
     assert all(m and "unknown method" in m and "twolevel" in m for m in msgs)

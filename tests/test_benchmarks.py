@@ -1,0 +1,30 @@
+"""The benchmark scripts run (small) and write what their README tables are made from."""
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_operator_learning_quick(tmp_path):
+    out = tmp_path / "ol.json"
+    _load("operator_learning").main(["--quick", "--steps", "60", "--eval-every", "10",
+                                     "--train", "128", "--json", str(out)])
+    data = json.loads(out.read_text())
+    models = [r["model"] for r in data["records"]]
+    assert any(m.startswith("schwarz") for m in models) and any(m.startswith("global") for m in models)
+    assert any(m.startswith("flare++") for m in models)
+    for r in data["records"]:
+        for key in ("model", "n", "N", "params", "steps_to_1e-2", "steps_to_1e-3",
+                    "final_rel_error", "op_rel_error", "train_s"):
+            assert key in r
+        assert r["n"] == 255 and r["params"] > 0 and 0 < r["op_rel_error"] < 10
+    assert (tmp_path / "ol_n255_steps.png").stat().st_size > 10_000
+    assert (tmp_path / "ol_n255_params.png").stat().st_size > 10_000
