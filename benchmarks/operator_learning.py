@@ -123,6 +123,22 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
+def seed_table(seeds) -> str:
+    """Spread over seeds (data draw, initialisation and batch order) of the repeated configs."""
+    import numpy as np
+    lines = ["| model | n | seeds | final test error: mean | min | max | steps to 1e-2: mean | min | max |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in dict.fromkeys((r["model"], r["n"]) for r in seeds):
+        rs = [r for r in seeds if (r["model"], r["n"]) == key]
+        e = np.array([r["final_rel_error"] for r in rs])
+        st = [r["steps_to_1e-2"] for r in rs if r["steps_to_1e-2"] is not None]
+        steps = (f"{np.mean(st):.0f} | {min(st)} | {max(st)}" if len(st) == len(rs)
+                 else f"{len(st)}/{len(rs)} reached | – | –")
+        lines.append(f"| {key[0]} | {key[1]} | {len(rs)} | {e.mean():.2e} | {e.min():.2e} | "
+                     f"{e.max():.2e} | {steps} |")
+    return "\n".join(lines)
+
+
 def plots(rows, stem):
     import matplotlib
     matplotlib.use("Agg")
@@ -178,7 +194,15 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=0, help="repeat the best Schwarz/global with K seeds")
     ap.add_argument("--json", default="benchmarks/results/operator_learning.json")
     ap.add_argument("--progress", action="store_true", help="progress bar per training run")
+    ap.add_argument("--report", metavar="JSON", help="only print the tables of an earlier run")
     args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            data = json.load(f)
+        print(table(data["records"]))
+        if data["seed_repeats"]:
+            print(seed_table(data["seed_repeats"]))
+        return data
     args.n = args.n or ([255] if args.quick else [1023])
     args.steps = args.steps or (400 if args.quick else 3000)
     args.lr = args.lr or ([1e-2] if args.quick else [3e-3, 1e-2])
@@ -190,6 +214,8 @@ def main(argv=None):
         if args.seeds:
             seeds += seed_repeats(n, rows, args)
     print(table(rows))
+    if seeds:
+        print(seed_table(seeds))
     out = {"args": vars(args), "cores": os.cpu_count(), "torch_threads": 1,
            "records": rows, "seed_repeats": seeds, "wall_s": time.time() - t0}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -6,6 +6,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from mpi4py import MPI
 from petsc4py import PETSc
 
 __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric"]
@@ -53,12 +54,7 @@ def _wall(comm: PETSc.Comm, fn) -> float:
     t = time.perf_counter()
     fn()
     dt = time.perf_counter() - t
-    return comm.tompi4py().allreduce(dt, op=_max())
-
-
-def _max():
-    from mpi4py import MPI
-    return MPI.MAX
+    return comm.tompi4py().allreduce(dt, op=MPI.MAX)
 
 
 def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
@@ -43,7 +44,6 @@ class Case:
 
     def rhs(self, seed: int = 0) -> PETSc.Vec:
         """A random right-hand side, uniform on (-1, 1), the same for every rank count."""
-        import numpy as np
         rng = np.random.default_rng(seed)
         return self.layout.from_natural(rng.uniform(-1.0, 1.0, self.dec.n))
 
@@ -114,8 +114,8 @@ def parse_methods(spec: str) -> list[str]:
 
 def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
                 rtol: float = 1e-8, max_it: int = 10000) -> list[KrylovResult]:
-    """Solve ``A x = b`` with each named preconditioner in turn."""
-    names = parse_methods(",".join(names)) if not isinstance(names, str) else parse_methods(names)
+    """Solve ``A x = b`` with each named preconditioner in turn (``names``: list or comma list)."""
+    names = parse_methods(names if isinstance(names, str) else ",".join(names))
     return [solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
                   ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=f"{m}_")
             for m in names]
