@@ -69,7 +69,7 @@ def experiment(n: int, args) -> list[dict]:
     splits = make_splits(problem, args.train, args.val, args.test, modes=modes,
                          decay=args.decay, seed=args.data_seed)
     rows = []
-    grid = model_grid(n, args.quick)
+    grid = [g for g in model_grid(n, args.quick) if not args.models or g[0] in args.models]
     for i, (name, factory, factor) in enumerate(grid):
         per_lr = []
         for lr in args.lr:
@@ -194,6 +194,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=0, help="repeat the best Schwarz/global with K seeds")
     ap.add_argument("--json", default="benchmarks/results/operator_learning.json")
     ap.add_argument("--progress", action="store_true", help="progress bar per training run")
+    ap.add_argument("--models", nargs="+", help="only these models, by name (e.g. 'global r_g=64')")
     ap.add_argument("--report", metavar="JSON", help="only print the tables of an earlier run")
     args = ap.parse_args(argv)
     if args.report:
