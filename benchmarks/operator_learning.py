@@ -160,7 +160,8 @@ def plots(rows, stem):
         ax.set_title(f"1D Poisson n = {n}: test error during training")
         ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
-        fig.savefig(f"{stem}_n{n}_steps.png", dpi=120)
+        base = stem if stem.endswith(f"_n{n}") else f"{stem}_n{n}"
+        fig.savefig(f"{base}_steps.png", dpi=120)
         plt.close(fig)
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
         for fam, c in colours.items():
@@ -173,7 +174,7 @@ def plots(rows, stem):
         ax.grid(alpha=0.3, which="both")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(f"{stem}_n{n}_params.png", dpi=120)
+        fig.savefig(f"{base}_params.png", dpi=120)
         plt.close(fig)
 
 
