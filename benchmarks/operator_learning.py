@@ -44,6 +44,19 @@ def model_grid(n: int, quick: bool):
     return out
 
 
+def data_splits(problem, args, seed: int):
+    """The experiment's Fourier data: (n+1)/4 modes unless ``--modes`` says otherwise."""
+    return make_splits(problem, args.train, args.val, args.test,
+                       modes=args.modes or (problem.n + 1) // 4, decay=args.decay, seed=seed)
+
+
+def train_config(args, lr: float, factor: float, seed: int) -> TrainConfig:
+    """Adam with a cosine schedule to lr/100 over ``factor`` times the step budget."""
+    return TrainConfig(steps=max(1, int(args.steps * factor)), batch_size=args.batch, lr=lr,
+                       lr_final=lr / 100, eval_every=args.eval_every, progress=args.progress,
+                       seed=seed)
+
+
 def run_one(name, factory, splits, problem, cfg: TrainConfig, seed: int) -> dict:
     torch.manual_seed(seed)
     model = factory(seed)
@@ -65,17 +78,13 @@ def best_by_val(records):
 
 def experiment(n: int, args) -> list[dict]:
     problem = Poisson1D(n)
-    modes = args.modes or (n + 1) // 4
-    splits = make_splits(problem, args.train, args.val, args.test, modes=modes,
-                         decay=args.decay, seed=args.data_seed)
+    splits = data_splits(problem, args, args.data_seed)
     rows = []
     grid = [g for g in model_grid(n, args.quick) if not args.models or g[0] in args.models]
     for i, (name, factory, factor) in enumerate(grid):
         per_lr = []
         for lr in args.lr:
-            cfg = TrainConfig(steps=max(1, int(args.steps * factor)), batch_size=args.batch,
-                              lr=lr, lr_final=lr / 100, eval_every=args.eval_every,
-                              progress=args.progress, seed=0)
+            cfg = train_config(args, lr, factor, seed=0)
             per_lr.append(run_one(name, factory, splits, problem, cfg, seed=0))
         best = best_by_val(per_lr)
         best["lr_sweep"] = {str(r["lr"]): r["final_rel_error"] for r in per_lr}
@@ -91,18 +100,14 @@ def experiment(n: int, args) -> list[dict]:
 def seed_repeats(n, rows, args) -> list[dict]:
     """Repeat the best Schwarz and best global configuration (at their chosen lr) with seeds."""
     problem = Poisson1D(n)
-    modes = args.modes or (n + 1) // 4
     grid = {name: (f, factor) for name, f, factor in model_grid(n, args.quick)}
     out = []
     for family in ("schwarz", "global"):
         best = best_by_val([r for r in rows if r["model"].startswith(family) and r["n"] == n])
         factory, factor = grid[best["model"]]
         for seed in range(args.seeds):
-            splits = make_splits(problem, args.train, args.val, args.test, modes=modes,
-                                 decay=args.decay, seed=args.data_seed + 100 * seed)
-            cfg = TrainConfig(steps=int(args.steps * factor), batch_size=args.batch, lr=best["lr"],
-                              lr_final=best["lr"] / 100, eval_every=args.eval_every,
-                              progress=args.progress, seed=seed)
+            splits = data_splits(problem, args, args.data_seed + 100 * seed)
+            cfg = train_config(args, best["lr"], factor, seed)
             r = run_one(best["model"], factory, splits, problem, cfg, seed)
             r.pop("curve")
             out.append(r)

@@ -74,14 +74,12 @@ class FLARE(nn.Module):
         f = check_input(f, self.n)
         K = torch.einsum("nc,hcd->hnd", self.p, self.W_K)            # (H, n, d)
         Q = self.queries(f)
-        if Q.ndim == 3:  # fixed queries: one operator for the whole batch
-            S = torch.einsum("hmd,hnd->hmn", Q, K) / math.sqrt(self.width)
-            z = torch.einsum("hmn,bn->bhm", torch.softmax(S, dim=-1), f) * self.scale
-            u = torch.einsum("hmn,bhm->bn", torch.softmax(S, dim=-2), z)
-        else:
-            S = torch.einsum("bhmd,hnd->bhmn", Q, K) / math.sqrt(self.width)
-            z = torch.einsum("bhmn,bn->bhm", torch.softmax(S, dim=-1), f) * self.scale
-            u = torch.einsum("bhmn,bhm->bn", torch.softmax(S, dim=-2), z)
+        # Fixed queries (H, M, d) give one operator for the whole batch; synthesised ones
+        # (B, H, M, d) give one per sample.
+        b = "" if Q.ndim == 3 else "b"
+        S = torch.einsum(f"{b}hmd,hnd->{b}hmn", Q, K) / math.sqrt(self.width)
+        z = torch.einsum(f"{b}hmn,bn->bhm", torch.softmax(S, dim=-1), f) * self.scale
+        u = torch.einsum(f"{b}hmn,bhm->bn", torch.softmax(S, dim=-2), z)
         return u.reshape(shape)
 
     def num_parameters(self) -> int:
