@@ -192,13 +192,7 @@ class SchwarzAttention(nn.Module):
 
     def local(self, f: torch.Tensor) -> torch.Tensor:
         r""":math:`\sum_i R_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} R_i f` for ``f`` of shape ``(B, n)``."""
-        B = f.shape[0]
-        f_pad = torch.cat([f, f.new_zeros(B, 1)], dim=1)
-        x = f_pad[:, self.idx] * self.sqrtD                      # (B, N, n_max) = D^1/2 R_i f
-        c = torch.einsum("bim,imr->bir", x, self.K)               # K_i^T (.)
-        y = torch.einsum("bir,imr->bim", c, self.Q) * self.sqrtD  # D^1/2 Q_i (.)
-        out = f.new_zeros(B, self.n + 1).index_add_(1, self.idx.reshape(-1), y.reshape(B, -1))
-        return out[:, : self.n]
+        return padded_blocks(f, self.idx, self.sqrtD, self.Q, self.K)
 
     def coarse(self, f: torch.Tensor) -> torch.Tensor:
         r""":math:`\Phi Q_0K_0^T\Phi^T f` for ``f`` of shape ``(B, n)``."""
@@ -253,6 +247,25 @@ class SchwarzAttention(nn.Module):
         coarse = "none (one-level)" if self.one_level else f"{c['coarse']}, n_0={self.n0}, r_0={self.r0}"
         return (f"n={self.n}, N={c['N']}, overlap={c['overlap']}, r_l={c['r_local']}, "
                 f"coarse={coarse}, symmetric={c['symmetric']}, params={self.num_parameters()}")
+
+
+def padded_blocks(f: torch.Tensor, idx: torch.Tensor, sqrtD: torch.Tensor, Q: torch.Tensor,
+                  K: torch.Tensor) -> torch.Tensor:
+    r""":math:`\sum_i S_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} S_i f` for ``f`` of shape ``(B, m)``,
+    where row ``i`` of ``idx`` lists the entries :math:`S_i` of ``f`` that block ``i`` sees
+    (padded with the index ``m``, which reads zero and receives nothing).
+
+    One gather, two batched contractions and one scatter-add over all blocks and right-hand
+    sides; used by the serial operator (``S_i = R_i``) and by each rank of the distributed one
+    (``S_i`` indexes its own concatenated subdomain vector).
+    """
+    B, m = f.shape
+    f_pad = torch.cat([f, f.new_zeros(B, 1)], dim=1)
+    x = f_pad[:, idx] * sqrtD                                     # (B, N, n_max) = D^1/2 S_i f
+    c = torch.einsum("bim,imr->bir", x, K)                        # K_i^T (.)
+    y = torch.einsum("bir,imr->bim", c, Q) * sqrtD                # D^1/2 Q_i (.)
+    out = f.new_zeros(B, m + 1).index_add_(1, idx.reshape(-1), y.reshape(B, -1))
+    return out[:, :m]
 
 
 def _inverse_factor(Ai: np.ndarray, r: int) -> np.ndarray:

@@ -19,22 +19,25 @@ __all__ = ["fourier_rhs", "Dataset", "Splits", "make_splits", "ExactSolver"]
 
 
 def fourier_rhs(problem, count: int, modes: int, decay: float = 0.0,
-                rng: np.random.Generator | None = None) -> np.ndarray:
-    """``count`` random Fourier right-hand sides on the problem's grid, shape ``(count, n)``."""
+                rng: np.random.Generator | None = None, rows=None) -> np.ndarray:
+    """``count`` random Fourier right-hand sides, shape ``(count, n)``, or only their entries
+    at the natural indices ``rows`` (shape ``(count, len(rows))``): every rank draws the same
+    coefficients and evaluates its own rows, so distributed data equals serial data."""
     if modes < 1:
         raise ValueError(f"modes must be at least 1, got {modes}")
     rng = np.random.default_rng(0) if rng is None else rng
+    rows = np.arange(problem.n) if rows is None else np.asarray(rows)
     k = np.arange(1, modes + 1)
-    axes = [np.arange(1, m + 1) / (m + 1) for m in problem.grid]
-    S = [np.sin(np.pi * np.outer(x, k)) for x in axes]  # (m, K) per direction
+    # Grid index of each row along each direction (x fastest), then the sine table there.
+    sub = np.unravel_index(rows, problem.grid[::-1])[::-1]
+    S = [np.sin(np.pi * np.outer((i + 1) / (m + 1), k)) for i, m in zip(sub, problem.grid)]
     if problem.dim == 1:
         a = rng.standard_normal((count, modes)) * k ** (-float(decay))
         return a @ S[0].T
     kk = np.hypot(k[:, None], k[None, :])
     a = rng.standard_normal((count, modes, modes)) * kk ** (-float(decay))
-    # f[c, iy, ix] = sum_{k,l} a[c, l, k] sin(k pi x_ix) sin(l pi y_iy)
-    f = np.einsum("clk,yl,xk->cyx", a, S[1], S[0])
-    return f.reshape(count, -1)
+    # f[c, row] = sum_{k,l} a[c, l, k] sin(k pi x_row) sin(l pi y_row)
+    return np.einsum("clk,rl,rk->cr", a, S[1], S[0])
 
 
 class ExactSolver:
@@ -72,13 +75,19 @@ class Splits:
 
 def make_splits(problem, n_train: int = 1024, n_val: int = 128, n_test: int = 256,
                 modes: int = 64, decay: float = 0.0, seed: int = 0,
-                dtype=torch.float64) -> Splits:
-    """Fixed-seed train, validation and test sets (disjoint random draws)."""
+                dtype=torch.float64, rows=None, solve=None) -> Splits:
+    """Fixed-seed train, validation and test sets (disjoint random draws).
+
+    Serially (default) the sets hold whole vectors and ``u = A^{-1}f`` comes from one sparse LU.
+    A distributed caller passes its ``rows`` (natural indices, in its PETSc order) and a
+    ``solve`` that maps its rows of ``F`` to its rows of ``A^{-1}F``
+    (:class:`ddlearn.distributed.PetscExactSolver`); the data are then the serial data's rows.
+    """
     rng = np.random.default_rng(seed)
-    solve = ExactSolver(problem.matrix())
+    solve = ExactSolver(problem.matrix()) if solve is None else solve
     sets = []
     for count in (n_train, n_val, n_test):
-        F = fourier_rhs(problem, count, modes, decay, rng)
+        F = fourier_rhs(problem, count, modes, decay, rng, rows)
         sets.append(Dataset(torch.from_numpy(F).to(dtype), torch.from_numpy(solve(F)).to(dtype)))
     meta = {"modes": modes, "decay": decay, "seed": seed, "n_train": n_train, "n_val": n_val,
             "n_test": n_test}

@@ -76,19 +76,26 @@ class TrainResult:
     steps: int
 
 
-def relative_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    r"""Mean relative :math:`L^2` error over the batch, :math:`\frac1B\sum_b\|p_b-t_b\|/\|t_b\|`."""
-    return (torch.linalg.vector_norm(pred - target, dim=-1)
-            / torch.linalg.vector_norm(target, dim=-1)).mean()
+def relative_error(pred: torch.Tensor, target: torch.Tensor, comm=None) -> torch.Tensor:
+    r"""Mean relative :math:`L^2` error over the batch, :math:`\frac1B\sum_b\|p_b-t_b\|/\|t_b\|`.
+
+    With ``comm`` the rows of each sample are spread over the ranks: the squared norms are
+    summed across ranks (differentiably) and every rank gets the same global value.
+    """
+    sq = torch.stack([((pred - target) ** 2).sum(dim=-1), (target ** 2).sum(dim=-1)])
+    if comm is not None:
+        from .distributed import allreduce_sum
+        sq = allreduce_sum(sq, comm)
+    return torch.sqrt(sq[0] / sq[1]).mean()
 
 
 @torch.no_grad()
-def evaluate(model, data, batch: int = 512) -> float:
+def evaluate(model, data, batch: int = 512, comm=None) -> float:
     """Mean relative error of ``model`` on a :class:`~ddlearn.data.Dataset`."""
     total = 0.0
     for s in range(0, len(data), batch):
         F, U = data.F[s:s + batch], data.U[s:s + batch]
-        total += float(relative_error(model(F), U)) * F.shape[0]
+        total += float(relative_error(model(F), U, comm)) * F.shape[0]
     return total / len(data)
 
 
@@ -97,15 +104,15 @@ def _schedule(cfg: TrainConfig):
     return lambda k: ratio + (1 - ratio) * 0.5 * (1 + math.cos(math.pi * min(k, cfg.steps) / cfg.steps))
 
 
-def _progress(cfg, start):
-    if not cfg.progress:
+def _progress(cfg, start, comm):
+    if not cfg.progress or (comm is not None and comm.Get_rank() != 0):
         return None
     from tqdm.auto import tqdm
     return tqdm(total=cfg.steps, initial=start, desc="training", unit="step", leave=False)
 
 
 def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None = None,
-          resume: str | None = None, until: int | None = None) -> TrainResult:
+          resume: str | None = None, until: int | None = None, comm=None) -> TrainResult:
     """Train ``model`` on ``splits`` and leave it in its best-validation state.
 
     ``resume`` continues from a checkpoint written by this function (same model configuration),
@@ -114,8 +121,17 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
     pauses at that step (the schedule still spans ``cfg.steps``). The checkpoint's ``state`` is the
     best-validation state (what :func:`ddlearn.checkpoint.load` returns); ``current_state``
     is where training stood.
+
+    Distributed (``comm``, an mpi4py communicator): ``model`` maps each rank's rows to its rows
+    (:class:`~ddlearn.distributed.DistributedSchwarzAttention`), ``splits`` hold each rank's
+    rows of the same samples, every rank draws the same batches and the loss is reduced across
+    ranks, so each rank's optimizer takes exactly the steps the serial one takes on its slice.
+    Save such a model with its own collective ``save``.
     """
     cfg = cfg or TrainConfig()
+    if comm is not None and (cfg.checkpoint or resume):
+        raise ValueError("checkpoints during distributed training are not supported: train, then "
+                         "call the distributed model's save(path), which any rank count loads")
     dtype = next(model.parameters()).dtype
     train_set, val_set, test_set = (d.to(dtype) for d in (splits.train, splits.val, splits.test))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -147,11 +163,11 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
                      seconds=elapsed, data=splits.meta, train_config=asdict(cfg))
         model.load_state_dict(current)
 
-    bar = _progress(cfg, step)
+    bar = _progress(cfg, step, comm)
     t0 = time.perf_counter() - elapsed
     while step < stop_at:
         idx = torch.randint(len(train_set), (cfg.batch_size,), generator=gen)
-        loss = relative_error(model(train_set.F[idx]), train_set.U[idx])
+        loss = relative_error(model(train_set.F[idx]), train_set.U[idx], comm)
         lv = float(loss.detach())
         first_loss = lv if first_loss is None else first_loss
         if not math.isfinite(lv) or lv > cfg.divergence * first_loss:
@@ -166,7 +182,7 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
             bar.update(1)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             elapsed = time.perf_counter() - t0
-            val, test = evaluate(model, val_set), evaluate(model, test_set)
+            val, test = evaluate(model, val_set, comm=comm), evaluate(model, test_set, comm=comm)
             for key, v in zip(("step", "train_loss", "val_error", "test_error", "seconds"),
                               (step, lv, val, test, elapsed)):
                 getattr(hist, key).append(v)
@@ -194,5 +210,6 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
         save(cfg.checkpoint)
     model.load_state_dict(best_state)
     return TrainResult(history=hist, best_step=best_step, best_val=best_val,
-                       final_test=evaluate(model, test_set), stopped=stopped, seconds=elapsed,
+                       final_test=evaluate(model, test_set, comm=comm), stopped=stopped,
+                       seconds=elapsed,
                        steps=step)
