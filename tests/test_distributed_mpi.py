@@ -120,3 +120,23 @@ def test_bad_inputs_raise_on_every_rank(tmp_path):
             SchwarzAttention((63,), size - 1, 2, 2)))
         assert all(m and "subdomains" in m for m in msgs), msgs
     wrong.destroy(), y.destroy(), d.destroy()
+
+
+def test_bytes_per_apply_match_petsc_log_and_not_n():
+    PETSc.Log.begin()
+    event = PETSc.Log.Event("VecScatterBegin")
+    counted = []
+    for n in (255, 4095):
+        d = DistributedSchwarzAttention(SchwarzAttention((n,), 8, 2, 2))
+        stage = PETSc.Log.Stage(f"test bytes {n}")
+        stage.push()
+        with torch.no_grad():
+            d(torch.ones(3, d.nlocal, dtype=torch.float64))
+        stage.pop()
+        # PETSc logs bytes sent + received per rank; half the sum is what all ranks sent.
+        logged = COMM.allreduce(event.getPerfInfo(stage)["messageLength"], op=MPI.SUM) / 2
+        assert d.bytes_per_apply(batch=3) == logged
+        counted.append(d.bytes_per_apply())
+        d.destroy()
+    assert counted[0] == counted[1]
+    assert (counted[0] == 0) == (COMM.Get_size() == 1)
