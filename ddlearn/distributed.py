@@ -215,18 +215,25 @@ class DistributedSchwarzAttention(nn.Module):
     def comm(self):
         return self.layout.comm
 
-    def forward(self, f: torch.Tensor) -> torch.Tensor:
-        """This rank's rows of ``M f`` for this rank's rows ``f`` of shape ``(B, nlocal)``."""
+    @property
+    def symmetric(self) -> bool:
+        return bool(self.config["symmetric"])
+
+    def forward(self, f: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+        """This rank's rows of ``M f`` (or ``M^T f``: ``Q`` and ``K`` swap roles) for this rank's
+        rows ``f`` of shape ``(B, nlocal)``."""
         ok = f.ndim == 2 and f.shape[1] == self.nlocal
         collective_check(self.comm, ok, f"input of shape {tuple(f.shape)} on rank "
                          f"{self.layout.rank} does not fit its {self.nlocal} owned rows: pass "
                          f"(batch, nlocal) arrays in the layout's PETSc ordering")
+        Q, K = (self.K, self.Q) if transpose else (self.Q, self.K)
         w = self._R(f)
-        u = self._Rt(padded_blocks(w, self.idx, self.sqrtD, self.Q, self.K))
+        u = self._Rt(padded_blocks(w, self.idx, self.sqrtD, Q, K))
         if self.coarse is not None:
             c = self._PhiT(f)
             if self.layout.rank == self.layout.coarse_rank:
-                c = (c @ self.K0) @ self.Q0.T
+                Q0, K0 = (self.K0, self.Q0) if transpose else (self.Q0, self.K0)
+                c = (c @ K0) @ Q0.T
             elif torch.is_grad_enabled() and self.Q.requires_grad and not c.requires_grad:
                 # Phi's backward is collective: every rank must enter it, not only the coarse
                 # rank whose Q_0, K_0 make its input differentiable.
@@ -234,14 +241,16 @@ class DistributedSchwarzAttention(nn.Module):
             u = u + self._Phi(c)
         return u
 
-    def apply(self, x: PETSc.Vec, y: PETSc.Vec) -> None:
-        """``y = M x`` for distributed PETSc Vecs in the layout's ordering (collective)."""
+    def apply(self, x: PETSc.Vec, y: PETSc.Vec, transpose: bool = False) -> None:
+        """``y = M x`` (or ``M^T x``) for distributed PETSc Vecs in the layout's ordering
+        (collective)."""
         ok = x.getSizes() == (self.nlocal, self.n) and y.getSizes() == (self.nlocal, self.n)
         collective_check(self.comm, ok, f"Vec sizes {x.getSizes()} / {y.getSizes()} on rank "
                          f"{self.layout.rank} do not match the operator's layout "
                          f"({self.nlocal}, {self.n}): create vectors with Layout.vec()")
         with torch.no_grad():
-            u = self(torch.from_numpy(x.getArray(readonly=True).copy())[None].to(self.Q.dtype))
+            u = self(torch.from_numpy(x.getArray(readonly=True).copy())[None].to(self.Q.dtype),
+                     transpose)
         y.setArray(u[0].double().numpy())
 
     def bytes_per_apply(self, batch: int = 1) -> int:

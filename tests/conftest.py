@@ -27,7 +27,13 @@ def raised_everywhere(fn, exc=ValueError):
         fn()
         msg = None
     except exc as e:
-        msg = str(e)
+        # petsc4py reports an exception raised inside a Python PC as a PETSc.Error whose
+        # cause/context carries the original message: keep the whole chain.
+        parts, err = [], e
+        while err is not None:
+            parts.append(str(err))
+            err = err.__cause__ or err.__context__
+        msg = " <- ".join(parts)
     return MPI.COMM_WORLD.allgather(msg)
 
 
