@@ -24,7 +24,7 @@ from .attention import SchwarzAttention, padded_blocks
 from .layout import Layout
 
 __all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
-           "collective_check", "PetscExactSolver"]
+           "collective_check", "PetscExactSolver", "shared_sum"]
 
 
 def collective_check(comm, ok: bool, message: str) -> None:
@@ -160,8 +160,33 @@ class _AllReduceSum(torch.autograd.Function):
 
 
 def allreduce_sum(x: torch.Tensor, comm) -> torch.Tensor:
-    """Differentiable ``MPI_Allreduce(SUM)`` of a tensor."""
+    """Differentiable ``MPI_Allreduce(SUM)`` of a tensor whose result only feeds replicated
+    computations (a loss every rank evaluates identically)."""
     return _AllReduceSum.apply(x, comm)
+
+
+class _SharedSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, comm):
+        ctx.comm = comm
+        return _AllReduceSum.forward(None, x, comm)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _AllReduceSum.forward(None, g, ctx.comm), None
+
+
+def shared_sum(x: torch.Tensor, comm) -> torch.Tensor:
+    r"""Differentiable ``MPI_Allreduce(SUM)`` whose result may also feed rank-local computations
+    (a CG step length multiplying each rank's rows). Its adjoint is again the sum over ranks, so
+    a replicated loss :math:`L` must be differentiated as :math:`L/P` on each of the :math:`P`
+    ranks: replicated paths then contribute :math:`P \cdot \tfrac1P` and rank-local paths their
+    own exact share."""
+    return _SharedSum.apply(x, comm)
+
+
+# Checkpoint entries that restart training; everything else is metadata a loader keeps.
+_TRAINING_STATE = ("state", "current_state", "optimizer", "scheduler", "sampler")
 
 
 class DistributedSchwarzAttention(nn.Module):
@@ -183,6 +208,7 @@ class DistributedSchwarzAttention(nn.Module):
     def __init__(self, serial: SchwarzAttention, comm=None, coarse_rank: int = 0):
         super().__init__()
         self.config = dict(serial.config)
+        self.meta = {}
         self._num_parameters = serial.num_parameters()
         self.layout = L = Layout(serial.dec, comm, coarse_rank)
         self.n, self.nlocal = L.n, L.nlocal
@@ -303,23 +329,27 @@ class DistributedSchwarzAttention(nn.Module):
         err = self.comm.tompi4py().bcast(err, root=0)
         if err:
             raise OSError(err)
+        self.meta.update(extra)  # the model now describes itself as its checkpoint does
 
     @classmethod
     def load(cls, path: str, comm=None, coarse_rank: int = 0, **expect) -> "DistributedSchwarzAttention":
         """Load a checkpoint saved on any rank count (collective; errors on every rank)."""
         comm = PETSc.COMM_WORLD if comm is None else comm
         mpi = comm.tompi4py() if isinstance(comm, PETSc.Comm) else comm
-        serial, err = None, None
+        serial, meta, err = None, None, None
         if mpi.Get_rank() == 0:
             try:
-                serial, _ = ckpt_io.load(path, expect=expect or None)
+                serial, ckpt = ckpt_io.load(path, expect=expect or None)
+                meta = {k: v for k, v in ckpt.items() if k not in _TRAINING_STATE}
             except (OSError, ValueError) as e:
                 err = str(e)
         err = mpi.bcast(err, root=0)
         if err:
             raise ValueError(err)
-        serial = mpi.bcast(serial, root=0)
-        return cls(serial, comm, coarse_rank)
+        serial, meta = mpi.bcast((serial, meta), root=0)
+        model = cls(serial, comm, coarse_rank)
+        model.meta = meta
+        return model
 
     def destroy(self) -> None:
         """Release the PETSc objects (collective)."""

@@ -13,10 +13,21 @@ plot. All options are PETSc options:
   -overlap n_delta     overlap in indices / grid layers (default 2 in 1D, 1 in 2D)
   -coarse_space {hats,nicolaides}            (default hats)
   -contrast C          channel contrast for -problem channels (default 1e6)
-  -methods LIST        comma list of none,jacobi,asm,twolevel,gdsw,gamg (default: all)
+  -methods LIST        comma list of none,jacobi,asm,twolevel,gdsw,gamg,attention,learned
+                       (default: none,jacobi,asm,twolevel,gamg,attention,learned)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
   -json FILE -plot FILE   outputs (default poisson.json, poisson.png; "" to skip)
   -seed S              right-hand side seed (default 0)
+
+The learned methods train on this very problem and decomposition, or load the checkpoint cached
+for it (``train_s`` is 0 then):
+
+  -cache DIR           checkpoint cache (default .ddlearn-cache)
+  -learned_steps S -learned_lr LR -learned_rank R -learned_batch B -learned_cg_steps K
+  -learned_eval_every E -learned_eval_rhs M -learned_seed S
+                       the learned preconditioner (ddlearn.learned) and its training inside CG
+  -attention_steps S -attention_rank R -attention_samples M
+                       the paper-form operator alone, trained on Fourier data
 
 Every method's solver takes further options under its own prefix, e.g. ``-gamg_ksp_monitor``.
 """
@@ -32,7 +43,8 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.problems import make_problem  # noqa: E402
-from solvers.methods import METHODS, Case, parse_methods, run_methods  # noqa: E402
+from solvers.learned import LearnedSettings  # noqa: E402
+from solvers.methods import DEFAULT_METHODS, Case, parse_methods, run_methods  # noqa: E402
 from solvers.report import format_table, plot_histories  # noqa: E402
 
 
@@ -47,7 +59,8 @@ def read_options(opts: PETSc.Options) -> dict:
         "overlap": opts.getInt("overlap", 2 if one_d else 1),
         "coarse_space": opts.getString("coarse_space", "hats"),
         "contrast": opts.getReal("contrast", 1e6),
-        "methods": parse_methods(opts.getString("methods", ",".join(METHODS))),
+        "methods": parse_methods(opts.getString("methods", ",".join(DEFAULT_METHODS))),
+        "learned": LearnedSettings.from_options(opts),
         "ksp_type": opts.getString("ksp_type", "cg"),
         "rtol": opts.getReal("rtol", 1e-8),
         "json": opts.getString("json", "poisson.json"),
@@ -81,7 +94,8 @@ def main(argv: list[str] | None = None) -> dict:
     results = []
     for m in cfg["methods"]:
         PETSc.Sys.Print(f"  solving with {m} ...")
-        results += run_methods(case, [m], b, cfg["ksp_type"], cfg["rtol"])
+        results += run_methods(case, [m], b, cfg["ksp_type"], cfg["rtol"],
+                               settings=cfg["learned"])
     b.destroy()
     report = {"problem": case.describe(), "ranks": comm.getSize(), "cores": os.cpu_count(),
               "subdomains": case.dec.N, "ksp_type": cfg["ksp_type"], "rtol": cfg["rtol"],

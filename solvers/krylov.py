@@ -9,7 +9,7 @@ from typing import Callable
 from mpi4py import MPI
 from petsc4py import PETSc
 
-__all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric"]
+__all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc"]
 
 _REASONS = {getattr(PETSc.KSP.ConvergedReason, k): k
             for k in dir(PETSc.KSP.ConvergedReason) if k.isupper()}
@@ -32,6 +32,7 @@ class KrylovResult:
     rnorm_true: float
     setup_s: float
     solve_s: float
+    train_s: float = 0.0
     history: list = field(default_factory=list, repr=False)
 
     def record(self) -> dict:
@@ -47,6 +48,17 @@ def check_symmetric(A: PETSc.Mat, ksp_type: str) -> None:
     if not A.isSymmetric(tol):
         raise ValueError(f"the matrix is not symmetric, so {ksp_type.upper()} does not apply; "
                          f"use a nonsymmetric Krylov method such as -ksp_type gmres")
+
+
+def check_symmetric_pc(ksp: PETSc.KSP) -> None:
+    """Refuse a Python preconditioner that declares itself nonsymmetric (``symmetric = False``)
+    under CG, CR or MINRES, on every rank (the KSP type and the context are the same on all)."""
+    pc = ksp.getPC()
+    if ksp.getType() not in ("cg", "minres", "cr") or pc.getType() != PETSc.PC.Type.PYTHON:
+        return
+    if getattr(pc.getPythonContext(), "symmetric", True) is False:
+        raise ValueError(f"the preconditioner is not symmetric, so {ksp.getType().upper()} does "
+                         f"not apply: use -ksp_type gmres or fgmres, or a symmetric mode")
 
 
 def _wall(comm: PETSc.Comm, fn) -> float:
@@ -77,6 +89,7 @@ def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,
         ksp.setTolerances(rtol=rtol, atol=0.0, max_it=max_it)
         configure(ksp.getPC())
         ksp.setFromOptions()
+        check_symmetric_pc(ksp)
         ksp.setConvergenceHistory(reset=True)
         x = b.duplicate()
         x.set(0.0)

@@ -19,7 +19,7 @@ from .krylov import KrylovResult, solve
 from .options import set_defaults
 from .schwarz import TwoLevelSchwarz, configure_asm
 
-__all__ = ["Case", "METHODS", "run_methods", "parse_methods"]
+__all__ = ["Case", "METHODS", "DEFAULT_METHODS", "run_methods", "parse_methods"]
 
 
 @dataclass
@@ -92,6 +92,23 @@ def _gamg(pc, case):
     pc.setType(PETSc.PC.Type.GAMG)
 
 
+def _learned_pc(mode):
+    def configure(pc, case, model):
+        from ddlearn.pc import SchwarzAttentionPC
+
+        pc.setType(PETSc.PC.Type.PYTHON)
+        pc.setPythonContext(SchwarzAttentionPC(model=model, mode=mode))
+
+    return configure
+
+
+# Learned methods: how to obtain the model (train or load from the cache), then the PC.
+LEARNED = {
+    "attention": ("attention_operator", _learned_pc("attention")),
+    "learned": ("learned_preconditioner", _learned_pc("learned")),
+}
+
+
 METHODS = {
     "none": _none,
     "jacobi": _jacobi,
@@ -99,7 +116,11 @@ METHODS = {
     "twolevel": _twolevel,
     "gdsw": _gdsw,
     "gamg": _gamg,
+    "attention": None,
+    "learned": None,
 }
+#: the example's default comparison
+DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "gamg", "attention", "learned")
 
 
 def parse_methods(spec: str) -> list[str]:
@@ -113,9 +134,31 @@ def parse_methods(spec: str) -> list[str]:
 
 
 def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
-                rtol: float = 1e-8, max_it: int = 10000) -> list[KrylovResult]:
-    """Solve ``A x = b`` with each named preconditioner in turn (``names``: list or comma list)."""
+                rtol: float = 1e-8, max_it: int = 10000, settings=None) -> list[KrylovResult]:
+    """Solve ``A x = b`` with each named preconditioner in turn (``names``: list or comma list).
+
+    Learned methods first train their model or load it from the cache (``settings``, a
+    :class:`solvers.learned.LearnedSettings`); that time is the result's ``train_s``. The paper-form
+    ``attention`` operator is singular, so its solve is capped at 1000 iterations by default
+    (``-attention_ksp_max_it``)."""
     names = parse_methods(names if isinstance(names, str) else ",".join(names))
-    return [solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
-                  ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=f"{m}_")
-            for m in names]
+    results = []
+    for m in names:
+        if m not in LEARNED:
+            results.append(solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
+                                 ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=f"{m}_"))
+            continue
+        from . import learned
+
+        settings = settings or learned.LearnedSettings()
+        obtain, configure = LEARNED[m]
+        model, train_s = getattr(learned, obtain)(case, settings)
+        try:
+            res = solve(case.A, b, lambda pc: configure(pc, case, model), method=m,
+                        ksp_type=ksp_type, rtol=rtol,
+                        max_it=min(max_it, 1000) if m == "attention" else max_it, prefix=f"{m}_")
+        finally:
+            model.destroy()
+        res.train_s = train_s
+        results.append(res)
+    return results

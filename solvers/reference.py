@@ -6,7 +6,9 @@ preconditioners (:class:`scipy.sparse.linalg.LinearOperator`):
 .. math:: M_{AS1}^{-1} = \sum_i R_i^T A_i^{-1} R_i, \qquad
           M_{AS2}^{-1} = M_{AS1}^{-1} + \Phi A_0^{-1}\Phi^T,
 
-with :math:`A_i = R_i A R_i^T` and :math:`A_0 = \Phi^T A \Phi` factored once (sparse LU).
+with :math:`A_i = R_i A R_i^T` and :math:`A_0 = \Phi^T A \Phi` factored once (sparse LU). The
+``restrict`` variant (RAS, nonsymmetric) adds each local solution only on the subdomain's owned
+unknowns, :math:`\sum_i \tilde R_i^T A_i^{-1} R_i`, as PETSc's PCASM ``restrict`` does.
 """
 from __future__ import annotations
 
@@ -28,28 +30,38 @@ def coarse_matrix(A: sp.spmatrix, Phi: sp.spmatrix) -> sp.csr_matrix:
     return sp.csr_matrix(Phi.T @ (A @ Phi))
 
 
-def _apply_local(dec, lus, x):
-    y = np.zeros_like(x)
-    for I, lu in zip(dec.subdomains, lus):
-        y[I] += lu.solve(x[I])
-    return y
-
-
-def one_level(A: sp.spmatrix, dec) -> spla.LinearOperator:
-    r"""One-level additive Schwarz :math:`\sum_i R_i^T A_i^{-1} R_i`."""
+def _local_operator(A, dec, variant):
+    if variant not in ("basic", "restrict"):
+        raise ValueError(f"unknown Schwarz variant {variant!r}; choose basic or restrict")
     lus = local_solvers(A, dec)
-    return spla.LinearOperator(A.shape, matvec=lambda x: _apply_local(dec, lus, x),
-                               dtype=np.float64)
+    keep = [np.isin(I, O) if variant == "restrict" else slice(None)
+            for I, O in zip(dec.subdomains, dec.owned)]
+
+    def apply(x):
+        y = np.zeros(len(x))
+        for I, lu, k in zip(dec.subdomains, lus, keep):
+            y[I[k]] += lu.solve(x[I])[k]
+        return y
+
+    return apply
 
 
-def two_level(A: sp.spmatrix, dec, Phi: sp.spmatrix) -> spla.LinearOperator:
-    r"""Two-level additive Schwarz :math:`\sum_i R_i^T A_i^{-1} R_i + \Phi A_0^{-1}\Phi^T`."""
-    lus = local_solvers(A, dec)
+def one_level(A: sp.spmatrix, dec, variant: str = "basic") -> spla.LinearOperator:
+    r"""One-level additive Schwarz :math:`\sum_i R_i^T A_i^{-1} R_i` (or RAS)."""
+    local = _local_operator(A, dec, variant)
+    return spla.LinearOperator(A.shape, matvec=lambda x: local(np.ravel(x)), dtype=np.float64)
+
+
+def two_level(A: sp.spmatrix, dec, Phi: sp.spmatrix,
+              variant: str = "basic") -> spla.LinearOperator:
+    r"""Two-level additive Schwarz :math:`\sum_i R_i^T A_i^{-1} R_i + \Phi A_0^{-1}\Phi^T`
+    (local part RAS with ``variant="restrict"``)."""
+    local = _local_operator(A, dec, variant)
     lu0 = spla.splu(sp.csc_matrix(coarse_matrix(A, Phi)))
     Phi = sp.csr_matrix(Phi)
 
     def matvec(x):
         x = np.ravel(x)
-        return _apply_local(dec, lus, x) + Phi @ lu0.solve(Phi.T @ x)
+        return local(x) + Phi @ lu0.solve(Phi.T @ x)
 
     return spla.LinearOperator(A.shape, matvec=matvec, dtype=np.float64)

@@ -6,11 +6,11 @@ __all__ = ["format_table", "plot_histories"]
 
 def format_table(results) -> str:
     """Markdown table of :class:`~solvers.krylov.KrylovResult` rows."""
-    lines = ["| method | iterations | reason | true rel. residual | setup s | solve s |",
-             "|---|---:|---|---:|---:|---:|"]
+    lines = ["| method | iterations | reason | true rel. residual | train s | setup s | solve s |",
+             "|---|---:|---|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r.method} | {r.iterations} | {r.reason} | {r.rnorm_true:.2e} | "
-                     f"{r.setup_s:.3f} | {r.solve_s:.3f} |")
+                     f"{r.train_s:.1f} | {r.setup_s:.3f} | {r.solve_s:.3f} |")
     return "\n".join(lines)
 
 

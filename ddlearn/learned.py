@@ -1,0 +1,101 @@
+r"""The learned two-level Schwarz preconditioner: Schwarz attention that adapts the coarse space.
+
+.. math::
+
+    M_\theta^{-1} = \sum_i R_i^T A_i^{-1} R_i + \tilde\Phi\,\tilde A_0^{-1}\tilde\Phi^T,
+    \qquad \tilde\Phi = (I + S_\theta)\,\Phi, \qquad \tilde A_0 = \tilde\Phi^T A\,\tilde\Phi,
+
+    S_\theta = \sum_i R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i
+
+(the local part of a one-level :class:`~ddlearn.attention.SchwarzAttention`). The learned
+operator does not replace :math:`A^{-1}`: it corrects the coarse basis subdomain by subdomain,
+and the coarse operator stays the Galerkin one. Why this shape (``docs/learned_preconditioner.md``):
+
+- **SPD for any** :math:`\theta`: one-level additive Schwarz (``basic``) is SPD because the
+  overlapping subdomains cover every unknown; :math:`\tilde\Phi\tilde A_0^{-1}\tilde\Phi^T` is
+  positive semidefinite whenever :math:`\tilde A_0` is SPD, i.e. whenever :math:`\tilde\Phi` has
+  full column rank (checked: its Cholesky factorisation fails otherwise). So CG applies and the
+  preconditioner is nonsingular, whatever training does.
+- **Classical at initialisation**: :math:`Q_i = 0` gives :math:`\tilde\Phi = \Phi`, i.e. exactly
+  classical two-level additive Schwarz, the iteration count training starts from.
+- **Scale respected**: :math:`\tilde\Phi\tilde A_0^{-1}\tilde\Phi^TA` is the :math:`A`-orthogonal
+  projection onto :math:`\mathrm{range}\,\tilde\Phi` for every :math:`\theta`; training moves the
+  *space*, never the size of the correction, so the largest eigenvalue of :math:`M_\theta^{-1}A`
+  stays at most that of one-level Schwarz plus one.
+- **Same cost per iteration as classical**: once trained, :math:`\tilde\Phi` is assembled as a
+  sparse matrix (support of :math:`\Phi` grown by one ring of subdomains) and applied exactly as
+  the classical coarse correction.
+
+The nonsymmetric mode replaces the local part by restricted additive Schwarz (GMRES/FGMRES).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from .attention import SchwarzAttention
+from .coarse import coarse_space
+from .decomposition import Decomposition
+
+__all__ = ["KIND", "VARIANTS", "basis_correction_model", "corrected_basis", "serial_basis",
+           "aslinearoperator", "describe"]
+
+KIND = "learned-two-level"
+#: local part of each mode: ``basic`` (SPD, CG) or ``restrict`` (RAS, GMRES/FGMRES)
+VARIANTS = {"learned": "basic", "learned_restricted": "restrict"}
+
+
+def basis_correction_model(dec: Decomposition, r_local: int = 8, seed: int = 0,
+                           dtype: str = "float64") -> SchwarzAttention:
+    r"""The operator :math:`S_\theta` at its classical start :math:`Q_i = 0` (so
+    :math:`\tilde\Phi = \Phi`); the random :math:`K_i` make the gradient in :math:`Q_i`
+    nonzero from the first step."""
+    model = SchwarzAttention(dec.grid, dec.N, dec.overlap, r_local, coarse=None,
+                             symmetric=False, dtype=dtype, seed=seed, boxes=dec.boxes,
+                             init_scale=1.0)
+    with torch.no_grad():
+        model.Q.zero_()
+    return model
+
+
+def corrected_basis(S, Phi_rows: torch.Tensor) -> torch.Tensor:
+    r""":math:`\tilde\Phi^T = \Phi^T + (S_\theta\Phi)^T` for the rows this caller holds:
+    ``Phi_rows`` is :math:`\Phi^T` as ``(n_0, rows)`` (all rows serially, the owned rows for a
+    :class:`~ddlearn.distributed.DistributedSchwarzAttention`)."""
+    return Phi_rows + S(Phi_rows)
+
+
+def serial_basis(S: SchwarzAttention, Phi: sp.spmatrix, drop: float = 0.0) -> sp.csr_matrix:
+    r"""Sparse :math:`\tilde\Phi` (natural ordering) from a serial :math:`S_\theta`."""
+    Phi_rows = torch.from_numpy(sp.csr_matrix(Phi).T.toarray()).to(S.Q.dtype)
+    with torch.no_grad():
+        dense = corrected_basis(S, Phi_rows).T.double().numpy()
+    dense[np.abs(dense) <= drop] = 0.0
+    return sp.csr_matrix(dense)
+
+
+def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
+                     mode: str = "learned"):
+    r"""The learned preconditioner :math:`M_\theta^{-1}` for serial scipy users, as a
+    :class:`scipy.sparse.linalg.LinearOperator` (natural ordering); ``mode="learned"`` is SPD
+    (use with :func:`scipy.sparse.linalg.cg`), ``"learned_restricted"`` is for GMRES."""
+    from solvers.reference import two_level
+
+    if mode not in VARIANTS:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(VARIANTS)}")
+    if tuple(problem.grid) != tuple(S.dec.grid):
+        raise ValueError(f"the model was trained on grid {S.dec.grid}, not {problem.grid}: "
+                         f"train or load a model for this problem")
+    Phi = coarse_space(coarse, S.dec)
+    return two_level(problem.matrix(), S.dec, serial_basis(S, Phi), variant=VARIANTS[mode])
+
+
+def describe(meta: dict) -> str:
+    """One line about a learned preconditioner's training, from its checkpoint metadata."""
+    t = meta.get("training") or {}
+    if not t:
+        return "untrained (classical start)"
+    return (f"trained {t.get('steps')} steps, CG iterations on held-out right-hand sides "
+            f"{t.get('initial_iterations')} (classical) -> {t.get('best_iterations')} "
+            f"(kept state of step {t.get('best_step')})")

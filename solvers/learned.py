@@ -1,0 +1,146 @@
+"""Learned methods for the comparison harness: train them on the case at hand or load the cached
+checkpoint made for exactly that case.
+
+- ``learned``: the learned two-level preconditioner (:mod:`ddlearn.learned`), trained inside
+  PETSc CG (:func:`ddlearn.pc_training.train_preconditioner`).
+- ``attention``: the paper-form Schwarz attention operator alone (symmetric variant, so CG
+  can run it), trained to approximate :math:`A^{-1}` on Fourier data as in the paper
+  (:func:`ddlearn.training.train`), all distributed.
+
+A checkpoint's file name carries the problem, decomposition, coarse space and a hash of every
+training setting, and loading re-checks problem and configuration, so a cache hit is always a
+model trained for this very case. Files are written atomically (a crash leaves no half file).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from ddlearn.attention import SchwarzAttention
+from ddlearn.distributed import DistributedSchwarzAttention, PetscExactSolver
+from ddlearn.learned import KIND, basis_correction_model
+from ddlearn.pc_training import PCTrainConfig, train_preconditioner
+
+__all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
+
+
+@dataclass
+class LearnedSettings:
+    """What the learned methods train (options ``-learned_*``, ``-attention_*``, ``-cache``)."""
+
+    cache: str = ".ddlearn-cache"
+    r_local: int = 8
+    train: PCTrainConfig = field(default_factory=PCTrainConfig)
+    attention_rank: int = 4
+    attention_steps: int = 200
+    attention_samples: int = 64
+    seed: int = 0
+
+    @classmethod
+    def from_options(cls, opts: PETSc.Options, progress: bool = True) -> "LearnedSettings":
+        d = PCTrainConfig()
+        return cls(
+            cache=opts.getString("cache", cls.cache),
+            r_local=opts.getInt("learned_rank", cls.r_local),
+            train=PCTrainConfig(steps=opts.getInt("learned_steps", d.steps),
+                                lr=opts.getReal("learned_lr", d.lr),
+                                batch=opts.getInt("learned_batch", d.batch),
+                                cg_steps=opts.getInt("learned_cg_steps", 0) or None,
+                                eval_every=opts.getInt("learned_eval_every", d.eval_every),
+                                eval_rhs=opts.getInt("learned_eval_rhs", d.eval_rhs),
+                                seed=opts.getInt("learned_seed", d.seed), progress=progress),
+            attention_rank=opts.getInt("attention_rank", cls.attention_rank),
+            attention_steps=opts.getInt("attention_steps", cls.attention_steps),
+            attention_samples=opts.getInt("attention_samples", cls.attention_samples))
+
+
+def cache_path(case, kind: str, settings: dict, cache: str) -> str:
+    """Checkpoint file for ``kind`` trained with ``settings`` on ``case``."""
+    p, dec = case.problem, case.dec
+    key = json.dumps({"problem": p.describe(), "overlap": dec.overlap, "boxes": list(dec.boxes),
+                      "coarse": case.coarse, **settings}, sort_keys=True, default=str)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+    grid = "x".join(map(str, p.grid))
+    return os.path.join(cache, f"{p.name}-{grid}-N{dec.N}-o{dec.overlap}-{case.coarse}-"
+                               f"{kind}-{digest}.pt")
+
+
+def _cached(path: str, comm, expect: dict):
+    """The cached distributed model at ``path`` (or ``None``), checked on every rank."""
+    exists = comm.tompi4py().bcast(os.path.exists(path), root=0)
+    if not exists:
+        return None
+    return DistributedSchwarzAttention.load(path, comm=comm, **expect)
+
+
+def learned_preconditioner(case, settings: LearnedSettings):
+    """``(S_theta, train_seconds)`` for the learned preconditioner of ``case``: from the cache
+    (0 s) or trained now and cached (collective)."""
+    comm = case.layout.comm
+    cfg = settings.train
+    key = {"r_local": settings.r_local, **{k: v for k, v in asdict(cfg).items()
+                                           if k != "progress"}}
+    path = cache_path(case, "learned", key, settings.cache)
+    model = _cached(path, comm, {"N": case.dec.N, "overlap": case.dec.overlap,
+                                 "r_local": settings.r_local, "grid": list(case.dec.grid)})
+    if model is not None and model.meta.get("preconditioner") == KIND:
+        PETSc.Sys.Print(f"    loaded {path}")
+        return model, 0.0
+    t0 = time.perf_counter()
+    model = DistributedSchwarzAttention(basis_correction_model(case.dec, settings.r_local,
+                                                               cfg.seed), comm)
+    result = train_preconditioner(model, case.layout, case.A, case.Phi, cfg)
+    seconds = comm.tompi4py().allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: held-out CG "
+                    f"iterations {result.initial_iterations:g} (classical) -> "
+                    f"{result.best_iterations:g} ({result.stopped})")
+    model.save(path, problem=case.problem.describe(), preconditioner=KIND, coarse=case.coarse,
+               training=result.record())
+    return model, seconds
+
+
+def attention_operator(case, settings: LearnedSettings):
+    """``(M_theta, train_seconds)``: the paper-form operator (symmetric variant) trained on
+    Fourier data with exact targets, from the cache or trained now (collective)."""
+    from ddlearn.data import make_splits
+    from ddlearn.training import TrainConfig, train
+
+    comm = case.layout.comm
+    cfg = TrainConfig(steps=settings.attention_steps, batch_size=16, lr=1e-2,
+                      eval_every=max(1, settings.attention_steps // 10),
+                      progress=settings.train.progress, seed=settings.seed)
+    key = {"r_local": settings.attention_rank, "samples": settings.attention_samples,
+           "steps": cfg.steps, "seed": cfg.seed}
+    path = cache_path(case, "attention", key, settings.cache)
+    expect = {"N": case.dec.N, "overlap": case.dec.overlap, "grid": list(case.dec.grid),
+              "r_local": settings.attention_rank, "coarse": case.coarse}
+    model = _cached(path, comm, expect)
+    if model is not None:
+        PETSc.Sys.Print(f"    loaded {path}")
+        return model, 0.0
+    t0 = time.perf_counter()
+    serial = SchwarzAttention(case.dec.grid, case.dec.N, case.dec.overlap,
+                              settings.attention_rank, coarse=case.coarse, symmetric=True,
+                              seed=settings.seed, boxes=case.dec.boxes)
+    model = DistributedSchwarzAttention(serial, comm)
+    del serial
+    solver = PetscExactSolver(case.A)
+    try:
+        modes = max(1, min(64, min(case.dec.grid) // 4))
+        splits = make_splits(case.problem, settings.attention_samples, 16, 16, modes=modes,
+                             seed=settings.seed, rows=case.layout.local_natural(),
+                             solve=solver)
+    finally:
+        solver.destroy()
+    result = train(model, splits, cfg, comm=comm.tompi4py())
+    seconds = comm.tompi4py().allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: validation error "
+                    f"{result.best_val:.3g}")
+    model.save(path, problem=case.problem.describe(), data=splits.meta)
+    return model, seconds
