@@ -69,7 +69,9 @@ class SchwarzAttentionPC:
         """Whether :math:`M^{-1}` is symmetric (so CG applies)."""
         if self.mode in VARIANTS:
             return VARIANTS[self.mode] == "basic"
-        return self.model is not None and self.model.symmetric
+        if self.model is None or (self.mode is None and self.learned):
+            return True  # not known before the model is loaded: checked again after set-up
+        return self.model.symmetric
 
     def setFromOptions(self, pc: PETSc.PC) -> None:
         opts = PETSc.Options((pc.getOptionsPrefix() or "") + "ddlearn_")

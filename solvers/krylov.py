@@ -94,6 +94,7 @@ def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,
         x = b.duplicate()
         x.set(0.0)
         setup_s = _wall(comm, ksp.setUp)
+        check_symmetric_pc(ksp)  # a mode chosen from the model file is known only now
         solve_s = _wall(comm, lambda: ksp.solve(b, x))
         r = b.duplicate()
         A.mult(x, r)

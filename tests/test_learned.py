@@ -1,0 +1,58 @@
+"""The learned two-level preconditioner, serially: scipy adapter, SPD for any parameters,
+classical at initialisation."""
+import numpy as np
+import pytest
+import scipy.sparse.linalg as spla
+import torch
+
+from ddlearn.coarse import coarse_space
+from ddlearn.decomposition import Decomposition
+from ddlearn.learned import aslinearoperator, basis_correction_model, serial_basis
+from ddlearn.problems import make_problem
+from solvers import reference
+
+
+def _dense(op, n):
+    return op @ np.eye(n)
+
+
+@pytest.mark.parametrize("name,n,N,overlap", [("poisson1d", 63, 4, 2), ("poisson2d", 15, 9, 1)])
+def test_classical_at_start_and_spd_for_any_parameters(name, n, N, overlap):
+    p = make_problem(name, n)
+    dec = Decomposition(p.grid, N, overlap)
+    S = basis_correction_model(dec, r_local=3, seed=1)
+    A = p.matrix()
+    classical = _dense(reference.two_level(A, dec, coarse_space("hats", dec)), p.n)
+    np.testing.assert_allclose(_dense(aslinearoperator(S, p), p.n), classical, atol=1e-12)
+    with torch.no_grad():
+        S.Q.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(2))
+        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))  # keep padding zero
+    M = _dense(aslinearoperator(S, p), p.n)
+    assert np.abs(M - classical).max() > 1e-3 * np.abs(classical).max()
+    np.testing.assert_allclose(M, M.T, atol=1e-12 * np.abs(M).max())
+    assert np.linalg.eigvalsh(0.5 * (M + M.T)).min() > 0
+    Mr = _dense(aslinearoperator(S, p, mode="learned_restricted"), p.n)
+    assert np.abs(Mr - Mr.T).max() > 1e-3 * np.abs(Mr).max()
+    # the corrected basis spreads at most over the subdomains that touch a hat's support
+    Phi, Phit = coarse_space("hats", dec), serial_basis(S, coarse_space("hats", dec))
+    assert Phit.shape == Phi.shape and Phit.nnz >= Phi.nnz
+
+
+def test_adapter_preconditions_scipy_cg():
+    p = make_problem("poisson1d", 255)
+    S = basis_correction_model(Decomposition(p.grid, 8, 2), r_local=2)
+    b = np.random.default_rng(0).uniform(-1, 1, p.n)
+    its = []
+    x, info = spla.cg(p.matrix(), b, M=aslinearoperator(S, p), rtol=1e-10,
+                      callback=lambda xk: its.append(1))
+    assert info == 0 and len(its) <= 10
+    assert np.linalg.norm(p.matrix() @ x - b) <= 1e-9 * np.linalg.norm(b)
+
+
+def test_adapter_bad_input():
+    p = make_problem("poisson1d", 63)
+    S = basis_correction_model(Decomposition(p.grid, 4, 2))
+    with pytest.raises(ValueError, match="unknown mode 'magic'"):
+        aslinearoperator(S, p, mode="magic")
+    with pytest.raises(ValueError, match="trained on grid"):
+        aslinearoperator(S, make_problem("poisson1d", 127))

@@ -1,0 +1,167 @@
+"""The learned preconditioner on 1-4 ranks: selected through PETSc options, equal to the serial
+scipy adapter, SPD, trained identically on any rank count, never worse than classical."""
+import numpy as np
+import pytest
+import torch
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from conftest import raised_everywhere
+from ddlearn.coarse import coarse_space
+from ddlearn.decomposition import Decomposition
+from ddlearn.distributed import DistributedSchwarzAttention
+from ddlearn.layout import Layout
+from ddlearn.learned import KIND, aslinearoperator, basis_correction_model
+from ddlearn.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
+                                 train_preconditioner)
+from ddlearn.problems import make_problem
+from solvers.krylov import solve
+
+pytestmark = pytest.mark.mpi
+COMM = MPI.COMM_WORLD
+
+
+def _perturbed(dec, scale=0.2):
+    """A serial basis correction away from the classical start, the same on every rank."""
+    S = basis_correction_model(dec, r_local=3, seed=1)
+    with torch.no_grad():
+        S.Q.normal_(0.0, scale, generator=torch.Generator().manual_seed(5))
+        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    return S
+
+
+def _save(tmp_path, name, S, problem, coarse="hats"):
+    path = COMM.bcast(str(tmp_path / name), root=0)
+    d = DistributedSchwarzAttention(S)
+    d.save(path, problem=problem.describe(), preconditioner=KIND, coarse=coarse)
+    d.destroy()
+    return path
+
+
+def _options(values: dict):
+    opts = PETSc.Options()
+    for k, v in values.items():
+        opts.setValue(k, v)
+    return lambda: [opts.delValue(k) for k in values]
+
+
+def _pc_solve(A, b, path, prefix, ksp="cg", **extra):
+    clear = _options({f"{prefix}pc_type": "python",
+                      f"{prefix}pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
+                      f"{prefix}ddlearn_model": path,
+                      **{f"{prefix}{k}": v for k, v in extra.items()}})
+    try:
+        return solve(A, b, lambda pc: None, ksp_type=ksp, rtol=1e-8, prefix=prefix)
+    finally:
+        clear()
+
+
+@pytest.mark.parametrize("name,n,N,overlap", [("poisson1d", 255, 8, 2), ("poisson2d", 23, 9, 1)])
+def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
+    p = make_problem(name, n)
+    S = _perturbed(Decomposition(p.grid, N, overlap))
+    path = _save(tmp_path, f"learned-{name}.pt", S, p)
+    layout = Layout(S.dec)
+    A = layout.matrix(p)
+    xs = np.random.default_rng(0).uniform(-1, 1, p.n)
+    b = layout.from_natural(xs)
+    res = _pc_solve(A, b, path, "lrn_")
+    assert res.converged and res.rnorm_true < 1e-8, res
+    res_r = _pc_solve(A, b, path, "lrr_", ksp="gmres", ddlearn_mode="learned_restricted")
+    assert res_r.converged and res_r.rnorm_true < 1e-8, res_r
+    # the PC's apply equals the serial scipy adapter; symmetric and positive in CG mode
+    for mode in ("learned", "learned_restricted"):
+        pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
+        pc.setOptionsPrefix("lap_")
+        clear = _options({"lap_pc_type": "python", "lap_ddlearn_mode": mode,
+                          "lap_pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
+                          "lap_ddlearn_model": path})
+        try:
+            pc.setOperators(A, A)
+            pc.setFromOptions()
+            pc.setUp()
+        finally:
+            clear()
+        ys = np.random.default_rng(1).standard_normal(p.n)
+        X, Y, MX, MY = b, layout.from_natural(ys), layout.vec(), layout.vec()
+        pc.apply(X, MX), pc.apply(Y, MY)
+        ref = aslinearoperator(S, p, mode=mode) @ xs
+        np.testing.assert_allclose(layout.to_natural(MX), ref, rtol=0,
+                                   atol=1e-12 * np.abs(ref).max())
+        if mode == "learned":
+            assert abs(MX.dot(Y) - X.dot(MY)) <= 1e-12 * abs(MX.dot(Y))
+            assert MX.dot(X) > 0 and MY.dot(Y) > 0
+        for o in (pc, Y, MX, MY):
+            o.destroy()
+    A.destroy(), b.destroy()
+
+
+def test_training_is_rank_count_independent_and_keeps_best_state():
+    p = make_problem("poisson2d", 31)
+    dec = Decomposition(p.grid, 16, 1)
+    Phi = coarse_space("hats", dec)
+    cfg = PCTrainConfig(steps=6, lr=3e-2, batch=4, eval_every=2, progress=False)
+    runs = {}
+    for label, comm in (("world", PETSc.COMM_WORLD), ("self", PETSc.COMM_SELF)):
+        S = DistributedSchwarzAttention(basis_correction_model(dec, 4), comm)
+        layout = S.layout
+        A = layout.matrix(p)
+        res = train_preconditioner(S, layout, A, Phi, cfg)
+        rhs = held_out_rhs(layout, cfg.eval_rhs, cfg.seed)
+        final = float(np.mean(held_out_iterations(S, layout, A, Phi, rhs)))
+        runs[label] = (res, final)
+        for o in (A, *rhs):
+            o.destroy()
+        S.destroy()
+    (world, final_w), (alone, final_s) = runs["world"], runs["self"]
+    np.testing.assert_allclose(world.history["loss"][1:], alone.history["loss"][1:], rtol=1e-10)
+    assert world.history["iterations"] == alone.history["iterations"]
+    # best-state rule: what is kept is the best measured state, never worse than classical
+    assert final_w == world.best_iterations <= world.initial_iterations
+    assert world.best_iterations == min(world.history["iterations"])
+
+
+def test_best_state_rule_survives_a_destructive_learning_rate():
+    p = make_problem("poisson1d", 255)
+    dec = Decomposition(p.grid, 8, 2)
+    S = DistributedSchwarzAttention(basis_correction_model(dec, 4))
+    A = S.layout.matrix(p)
+    Phi = coarse_space("hats", dec)
+    res = train_preconditioner(S, S.layout, A, Phi, PCTrainConfig(
+        steps=4, lr=10.0, batch=2, eval_every=1, progress=False))
+    assert max(res.history["iterations"]) > res.initial_iterations or res.stopped != "steps"
+    rhs = held_out_rhs(S.layout, 2, 0)
+    assert np.mean(held_out_iterations(S, S.layout, A, Phi, rhs)) == res.best_iterations \
+        <= res.initial_iterations
+    for o in (A, *rhs):
+        o.destroy()
+    S.destroy()
+
+
+def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
+    p = make_problem("poisson1d", 63)
+    dec = Decomposition(p.grid, 4, 2)
+    path = _save(tmp_path, "good.pt", _perturbed(dec), p)
+    corrupt = COMM.bcast(str(tmp_path / "corrupt.pt"), root=0)
+    if COMM.Get_rank() == 0:
+        open(corrupt, "wb").write(b"not a checkpoint")
+    COMM.Barrier()
+    other = make_problem("poisson1d", 127)
+    A_other = Layout(Decomposition(other.grid, 4, 2)).matrix(other)
+    A = Layout(dec).matrix(p)
+    b, b_other = A.createVecLeft(), A_other.createVecLeft()
+    b.set(1.0), b_other.set(1.0)
+    cases = [
+        (lambda: _pc_solve(A_other, b_other, path, "b1_"), "the model's decomposition needs"),
+        (lambda: _pc_solve(A, b, corrupt, "b2_"), "not a readable ddlearn checkpoint"),
+        (lambda: _pc_solve(A, b, str(tmp_path / "none.pt"), "b3_"), "no checkpoint"),
+        (lambda: _pc_solve(A, b, path, "b4_", ddlearn_mode="learned_restricted"),
+         "is not symmetric, so CG does not apply"),
+        (lambda: _pc_solve(A, b, path, "b5_", ksp="gmres", ddlearn_mode="attention"),
+         "this one is a learned preconditioner"),
+    ]
+    for run, expected in cases:
+        msgs = raised_everywhere(run, exc=Exception)
+        assert all(m and expected in m for m in msgs), (expected, msgs)
+    for o in (A, A_other, b, b_other):
+        o.destroy()
