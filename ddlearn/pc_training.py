@@ -45,7 +45,7 @@ __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "petsc_basis",
 class PCTrainConfig:
     """Settings of :func:`train_preconditioner` (options ``-learned_*`` in the example)."""
 
-    steps: int = 40
+    steps: int = 20
     lr: float = 1e-4
     batch: int = 8
     cg_steps: int | None = None

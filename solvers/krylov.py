@@ -9,6 +9,8 @@ from typing import Callable
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from .options import set_defaults
+
 __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc"]
 
 _REASONS = {getattr(PETSc.KSP.ConvergedReason, k): k
@@ -87,6 +89,10 @@ def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,
         ksp.setType(ksp_type)
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
         ksp.setTolerances(rtol=rtol, atol=0.0, max_it=max_it)
+        if ksp_type == "cg":
+            # one all-reduce per iteration for both inner products: same iterates in exact
+            # arithmetic, fewer synchronisations on oversubscribed ranks
+            set_defaults(prefix, {"ksp_cg_single_reduction": "true"})
         configure(ksp.getPC())
         ksp.setFromOptions()
         check_symmetric_pc(ksp)

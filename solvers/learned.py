@@ -38,7 +38,7 @@ class LearnedSettings:
     r_local: int = 8
     train: PCTrainConfig = field(default_factory=PCTrainConfig)
     attention_rank: int = 4
-    attention_steps: int = 200
+    attention_steps: int = 100
     attention_samples: int = 64
     seed: int = 0
 

@@ -139,7 +139,7 @@ def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
 
     Learned methods first train their model or load it from the cache (``settings``, a
     :class:`solvers.learned.LearnedSettings`); that time is the result's ``train_s``. The paper-form
-    ``attention`` operator is singular, so its solve is capped at 1000 iterations by default
+    ``attention`` operator is singular, so its solve is capped at 100 iterations by default
     (``-attention_ksp_max_it``)."""
     names = parse_methods(names if isinstance(names, str) else ",".join(names))
     results = []
@@ -156,7 +156,7 @@ def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
         try:
             res = solve(case.A, b, lambda pc: configure(pc, case, model), method=m,
                         ksp_type=ksp_type, rtol=rtol,
-                        max_it=min(max_it, 1000) if m == "attention" else max_it, prefix=f"{m}_")
+                        max_it=min(max_it, 100) if m == "attention" else max_it, prefix=f"{m}_")
         finally:
             model.destroy()
         res.train_s = train_s
