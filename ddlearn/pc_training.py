@@ -49,6 +49,7 @@ class PCTrainConfig:
     lr: float = 1e-4
     batch: int = 8
     cg_steps: int | None = None
+    objective: str = "error"
     eval_every: int = 5
     eval_rhs: int = 2
     rtol: float = 1e-8
@@ -137,23 +138,38 @@ class CombinedMethod:
 
         return apply
 
-    def cg_loss(self, xstar: torch.Tensor, steps: int) -> torch.Tensor:
-        r"""Mean :math:`\tfrac12\log(\|e_k\|_A^2/\|e_0\|_A^2)` after ``steps`` of PCG on
-        :math:`Ax = Ax^*` from :math:`x_0 = 0` (``xstar``: this rank's rows, ``(B, nlocal)``)."""
+    def cg_loss(self, xstar: torch.Tensor, steps: int, objective: str = "error") -> torch.Tensor:
+        r"""Loss after ``steps`` of PCG on :math:`Ax = Ax^*` from :math:`x_0 = 0` (``xstar``:
+        this rank's rows, ``(B, nlocal)``): ``"error"``, the mean
+        :math:`\tfrac12\log(\|e_k\|_A^2/\|e_0\|_A^2)`; ``"condition"``, the mean
+        :math:`\log(\theta_{\max}/\theta_{\min})` of the Lanczos matrix :math:`T_k` that the CG
+        coefficients define (its Ritz values approximate the extreme eigenvalues of
+        :math:`M_\theta^{-1}A`)."""
         M = self.preconditioner()
         b = self._A(xstar)
         x, r = torch.zeros_like(b), b
         z = M(r)
         p, rz = z, self.dot(r, z)
+        alphas, betas = [], []
         for k in range(steps):
             Ap = self._A(p)
             alpha = rz / self.dot(p, Ap)
             x = x + alpha[:, None] * p
+            alphas.append(alpha)
             if k + 1 < steps:
                 r = r - alpha[:, None] * Ap
                 z = M(r)
                 rz_new = self.dot(r, z)
-                p, rz = z + (rz_new / rz)[:, None] * p, rz_new
+                betas.append(rz_new / rz)
+                p, rz = z + betas[-1][:, None] * p, rz_new
+        if objective == "condition":
+            a, bt = torch.stack(alphas, 1), torch.stack(betas, 1)           # (B, k), (B, k-1)
+            diag = 1 / a
+            diag = torch.cat([diag[:, :1], diag[:, 1:] + bt / a[:, :-1]], 1)
+            off = torch.sqrt(bt) / a[:, :-1]
+            T = torch.diag_embed(diag) + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
+            theta = torch.linalg.eigvalsh(T)
+            return torch.log(theta[:, -1] / theta[:, 0]).mean()
         e = xstar - x
         return 0.5 * (torch.log(self.dot(e, self._A(e))) - torch.log(self.dot(xstar, b))).mean()
 
@@ -241,7 +257,7 @@ def train_preconditioner(S, layout, A: PETSc.Mat, Phi: sp.spmatrix,
         while step < cfg.steps:
             xstar = torch.from_numpy(gen.standard_normal((cfg.batch, layout.n))[:, rows])
             try:
-                loss = method.cg_loss(xstar.to(S.Q.dtype), cg_steps)
+                loss = method.cg_loss(xstar.to(S.Q.dtype), cg_steps, cfg.objective)
             except torch.linalg.LinAlgError:
                 # A_0 is replicated bit-identically, so every rank fails together.
                 stopped = f"coarse matrix lost positive definiteness at step {step + 1}; best state kept"
