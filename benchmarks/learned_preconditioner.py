@@ -47,7 +47,8 @@ def run_case(name, n, N, overlap, steps, extra):
     from ddlearn.distributed import DistributedSchwarzAttention
     from ddlearn.learned import KIND, basis_correction_model
     from ddlearn.pc import SchwarzAttentionPC
-    from ddlearn.pc_training import PCTrainConfig, train_preconditioner
+    from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
+                                     train_preconditioner)
     from ddlearn.problems import make_problem
     from solvers.krylov import solve
     from solvers.methods import METHODS, Case
@@ -57,8 +58,10 @@ def run_case(name, n, N, overlap, steps, extra):
     case = Case.build(problem, N, overlap)
     S = DistributedSchwarzAttention(basis_correction_model(case.dec, 8), case.layout.comm)
     PETSc.Sys.Print(f"{name} n={problem.n} N={N}: training ...")
-    tr = train_preconditioner(S, case.layout, case.A, case.Phi, PCTrainConfig(steps=steps))
-    S.meta.update(preconditioner=KIND, coarse=case.coarse)
+    basis = distributed_basis(S, case.layout, case.A, case.Phi)
+    tr = train_preconditioner(basis, case.layout, case.A, PCTrainConfig(steps=steps))
+    S.meta.update(preconditioner=KIND, coarse=case.coarse,
+                  smoothing=gather_smoothing(basis, case.layout))
     methods = {"twolevel": lambda pc: METHODS["twolevel"](pc, case),
                "learned": lambda pc: (pc.setType("python"),
                                       pc.setPythonContext(SchwarzAttentionPC(S, "learned")))}

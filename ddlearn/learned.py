@@ -3,20 +3,25 @@ r"""The learned two-level Schwarz preconditioner: Schwarz attention that adapts 
 .. math::
 
     M_\theta^{-1} = \sum_i R_i^T A_i^{-1} R_i + \tilde\Phi\,\tilde A_0^{-1}\tilde\Phi^T,
-    \qquad \tilde\Phi = (I + S_\theta)\,\Phi, \qquad \tilde A_0 = \tilde\Phi^T A\,\tilde\Phi,
+    \qquad \tilde A_0 = \tilde\Phi^T A\,\tilde\Phi,
 
-    S_\theta = \sum_i R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i
+    \tilde\Phi = \Phi - \Omega\,\Psi + S_\theta\Phi, \qquad
+    \Psi = M_{RAS}^{-1} A \Phi, \qquad
+    S_\theta = \sum_i R_i^T D_i^{1/2} Q_i K_i^T D_i^{1/2} R_i,
 
-(the local part of a one-level :class:`~ddlearn.attention.SchwarzAttention`). The learned
-operator does not replace :math:`A^{-1}`: it corrects the coarse basis subdomain by subdomain,
-and the coarse operator stays the Galerkin one. Why this shape (``docs/learned_preconditioner.md``):
+with :math:`M_{RAS}^{-1} = \sum_i \tilde R_i^T A_i^{-1} R_i` restricted additive Schwarz and
+:math:`\Omega` diagonal, :math:`\omega_i` on the rows subdomain :math:`i` owns: one learned
+Schwarz smoothing step of the basis per subdomain, plus the local part of a one-level
+:class:`~ddlearn.attention.SchwarzAttention`. The learned operator does not replace
+:math:`A^{-1}`: it corrects the coarse basis subdomain by subdomain, and the coarse operator
+stays the Galerkin one. Why this shape (``docs/learned_preconditioner.md``):
 
 - **SPD for any** :math:`\theta`: one-level additive Schwarz (``basic``) is SPD because the
   overlapping subdomains cover every unknown; :math:`\tilde\Phi\tilde A_0^{-1}\tilde\Phi^T` is
   positive semidefinite whenever :math:`\tilde A_0` is SPD, i.e. whenever :math:`\tilde\Phi` has
   full column rank (checked: its Cholesky factorisation fails otherwise). So CG applies and the
   preconditioner is nonsingular, whatever training does.
-- **Classical at initialisation**: :math:`Q_i = 0` gives :math:`\tilde\Phi = \Phi`, i.e. exactly
+- **Classical at initialisation**: :math:`\omega = 0`, :math:`Q_i = 0` give :math:`\tilde\Phi = \Phi`, i.e. exactly
   classical two-level additive Schwarz, the iteration count training starts from.
 - **Scale respected**: :math:`\tilde\Phi\tilde A_0^{-1}\tilde\Phi^TA` is the :math:`A`-orthogonal
   projection onto :math:`\mathrm{range}\,\tilde\Phi` for every :math:`\theta`; training moves the
@@ -33,13 +38,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import torch
+from torch import nn
 
 from .attention import SchwarzAttention
 from .coarse import coarse_space
 from .decomposition import Decomposition
 
-__all__ = ["KIND", "VARIANTS", "basis_correction_model", "corrected_basis", "serial_basis",
-           "aslinearoperator", "describe"]
+__all__ = ["KIND", "VARIANTS", "basis_correction_model", "LearnedBasis", "aslinearoperator",
+           "describe"]
 
 KIND = "learned-two-level"
 #: local part of each mode: ``basic`` (SPD, CG) or ``restrict`` (RAS, GMRES/FGMRES)
@@ -59,27 +65,65 @@ def basis_correction_model(dec: Decomposition, r_local: int = 8, seed: int = 0,
     return model
 
 
-def corrected_basis(S, Phi_rows: torch.Tensor) -> torch.Tensor:
-    r""":math:`\tilde\Phi^T = \Phi^T + (S_\theta\Phi)^T` for the rows this caller holds:
-    ``Phi_rows`` is :math:`\Phi^T` as ``(n_0, rows)`` (all rows serially, the owned rows for a
-    :class:`~ddlearn.distributed.DistributedSchwarzAttention`)."""
-    return Phi_rows + S(Phi_rows)
+class LearnedBasis(nn.Module):
+    r"""The learned coarse basis :math:`\tilde\Phi = \Phi - \Omega\Psi + S_\theta\Phi`, as
+    :math:`\tilde\Phi^T` of shape ``(n_0, rows)`` for the rows the caller holds (serially all rows
+    in natural ordering; distributed, the rank's owned rows in PETSc ordering).
 
+    Parameters
+    ----------
+    S : SchwarzAttention or DistributedSchwarzAttention
+        One-level basis correction :math:`S_\theta`.
+    Phi_rows, Psi_rows : torch.Tensor
+        :math:`\Phi^T` and :math:`\Psi^T` on those rows, ``(n_0, rows)``.
+    owner : numpy.ndarray
+        For each row, the index (into ``omega``) of the subdomain that owns it.
+    omega : array_like
+        Smoothing weights :math:`\omega_i` of the subdomains held (0 = classical).
+    """
 
-def serial_basis(S: SchwarzAttention, Phi: sp.spmatrix, drop: float = 0.0) -> sp.csr_matrix:
-    r"""Sparse :math:`\tilde\Phi` (natural ordering) from a serial :math:`S_\theta`."""
-    Phi_rows = torch.from_numpy(sp.csr_matrix(Phi).T.toarray()).to(S.Q.dtype)
-    with torch.no_grad():
-        dense = corrected_basis(S, Phi_rows).T.double().numpy()
-    dense[np.abs(dense) <= drop] = 0.0
-    return sp.csr_matrix(dense)
+    def __init__(self, S, Phi_rows, Psi_rows, owner, omega):
+        super().__init__()
+        self.S = S
+        dt = S.Q.dtype
+        self.register_buffer("Phi_rows", Phi_rows.to(dt), persistent=False)
+        self.register_buffer("Psi_rows", Psi_rows.to(dt), persistent=False)
+        self.register_buffer("owner", torch.as_tensor(owner, dtype=torch.int64), persistent=False)
+        self.omega = nn.Parameter(torch.as_tensor(np.asarray(omega, dtype=np.float64)).to(dt))
+
+    def forward(self) -> torch.Tensor:
+        return self.Phi_rows - self.omega[self.owner] * self.Psi_rows + self.S(self.Phi_rows)
+
+    @classmethod
+    def serial(cls, S: SchwarzAttention, problem, coarse: str = "hats", omega=None):
+        """The basis of a serial :math:`S_\\theta` for ``problem`` (natural ordering)."""
+        from solvers.reference import one_level
+
+        dec = S.dec
+        A = problem.matrix()
+        Phi = coarse_space(coarse, dec).toarray()
+        ras = one_level(A, dec, "restrict")
+        Psi = np.stack([ras @ c for c in (A @ Phi).T])
+        owner = np.empty(dec.n, dtype=np.int64)
+        for i, O in enumerate(dec.owned):
+            owner[O] = i
+        omega = np.zeros(dec.N) if omega is None else omega
+        return cls(S, torch.from_numpy(Phi.T.copy()), torch.from_numpy(Psi), owner, omega)
+
+    def to_scipy(self, drop: float = 0.0) -> sp.csr_matrix:
+        r"""Sparse :math:`\tilde\Phi` of a serial basis (natural ordering)."""
+        with torch.no_grad():
+            dense = self().T.double().numpy()
+        dense[np.abs(dense) <= drop] = 0.0
+        return sp.csr_matrix(dense)
 
 
 def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
-                     mode: str = "learned"):
+                     mode: str = "learned", omega=None):
     r"""The learned preconditioner :math:`M_\theta^{-1}` for serial scipy users, as a
     :class:`scipy.sparse.linalg.LinearOperator` (natural ordering); ``mode="learned"`` is SPD
-    (use with :func:`scipy.sparse.linalg.cg`), ``"learned_restricted"`` is for GMRES."""
+    (use with :func:`scipy.sparse.linalg.cg`), ``"learned_restricted"`` is for GMRES.
+    ``omega``: the smoothing weights (a checkpoint's ``smoothing`` entry; default 0)."""
     from solvers.reference import two_level
 
     if mode not in VARIANTS:
@@ -87,8 +131,8 @@ def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
     if tuple(problem.grid) != tuple(S.dec.grid):
         raise ValueError(f"the model was trained on grid {S.dec.grid}, not {problem.grid}: "
                          f"train or load a model for this problem")
-    Phi = coarse_space(coarse, S.dec)
-    return two_level(problem.matrix(), S.dec, serial_basis(S, Phi), variant=VARIANTS[mode])
+    basis = LearnedBasis.serial(S, problem, coarse, omega)
+    return two_level(problem.matrix(), S.dec, basis.to_scipy(), variant=VARIANTS[mode])
 
 
 def describe(meta: dict) -> str:

@@ -13,7 +13,7 @@ Select it from the options database::
 
 - ``learned``: the learned two-level preconditioner of :mod:`ddlearn.learned`,
   :math:`\sum_i R_i^TA_i^{-1}R_i + \tilde\Phi\tilde A_0^{-1}\tilde\Phi^T` with
-  :math:`\tilde\Phi = (I + S_\theta)\Phi`. SPD for every :math:`\theta`: use CG. Needs a checkpoint
+  :math:`\tilde\Phi = \Phi - \Omega M_{RAS}^{-1}A\Phi + S_\theta\Phi`. SPD for every :math:`\theta`: use CG. Needs a checkpoint
   written by :func:`ddlearn.pc_training.train_preconditioner`'s callers (kind
   ``learned-two-level``).
 - ``learned_restricted``: the same with restricted additive Schwarz as local part
@@ -38,7 +38,7 @@ from petsc4py import PETSc
 from .coarse import coarse_space
 from .distributed import DistributedSchwarzAttention, collective_check
 from .learned import KIND, VARIANTS, describe
-from .pc_training import petsc_basis
+from .pc_training import distributed_basis, petsc_basis
 
 __all__ = ["SchwarzAttentionPC", "MODES", "SYMMETRIC_KRYLOV"]
 
@@ -115,7 +115,8 @@ class SchwarzAttentionPC:
 
         if self.mode in VARIANTS and self.two_level is None:
             Phi = coarse_space(self.model.meta["coarse"], layout.dec)
-            self.Phi_tilde = petsc_basis(self.model, layout, Phi)
+            basis = distributed_basis(self.model, layout, P, Phi, self.model.meta.get("smoothing"))
+            self.Phi_tilde = petsc_basis(basis, layout)
             self.two_level = TwoLevelSchwarz(layout, self.Phi_tilde, VARIANTS[self.mode])
             self.two_level.setUp(pc)
         if self.mode == "additive" and self.asm is None:

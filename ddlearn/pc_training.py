@@ -35,10 +35,15 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from .distributed import _linear_map, shared_sum
-from .learned import corrected_basis
+from .learned import LearnedBasis
 
-__all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "petsc_basis",
+__all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "distributed_basis",
+           "gather_smoothing", "petsc_basis",
            "held_out_rhs", "held_out_iterations", "train_preconditioner"]
+
+
+#: training objectives (see :meth:`CombinedMethod.cg_loss`)
+OBJECTIVES = ("error", "condition")
 
 
 @dataclass
@@ -47,6 +52,7 @@ class PCTrainConfig:
 
     steps: int = 20
     lr: float = 1e-4
+    lr_smoothing: float = 0.05
     batch: int = 8
     cg_steps: int | None = None
     objective: str = "error"
@@ -60,8 +66,11 @@ class PCTrainConfig:
         for name in ("steps", "batch", "eval_every", "eval_rhs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ValueError(f"learning rate must be positive, got {self.lr}")
+        if not (self.lr > 0 and self.lr_smoothing > 0):
+            raise ValueError(f"learning rates must be positive, got {self.lr}, {self.lr_smoothing}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown training objective {self.objective!r}; choose one of "
+                             f"{', '.join(OBJECTIVES)}")
         if self.cg_steps is not None and self.cg_steps < 1:
             raise ValueError(f"cg_steps must be >= 1 (or None for automatic), got {self.cg_steps}")
 
@@ -102,14 +111,11 @@ class CombinedMethod:
     :math:`A`, one-level Schwarz (PCASM ``basic``) and the Galerkin coarse correction on
     :math:`\tilde\Phi(\theta)`, and PCG unrolled over them (collective throughout)."""
 
-    def __init__(self, S, layout, A: PETSc.Mat, Phi: sp.spmatrix):
+    def __init__(self, basis: LearnedBasis, layout, A: PETSc.Mat):
         from solvers.schwarz import configure_asm
 
-        self.S, self.layout, self.A = S, layout, A
+        self.basis, self.layout, self.A = basis, layout, A
         self.mpi = layout.comm.tompi4py()
-        dt = S.Q.dtype
-        self.Phi_rows = torch.from_numpy(
-            sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()).to(dt)
         self.asm = PETSc.PC().create(comm=layout.comm)
         self.asm.setOptionsPrefix("ddlearn_train_local_")
         self.asm.setOperators(A, A)
@@ -128,7 +134,7 @@ class CombinedMethod:
         matrix :math:`\tilde A_0` (:math:`n_0 \times n_0`) is all-reduced and factored on every
         rank, which is cheap at training sizes; the PETSc preconditioner solves on the coarse
         rank only."""
-        Phit = corrected_basis(self.S, self.Phi_rows)
+        Phit = self.basis()
         A0 = shared_sum(Phit @ self._A(Phit).T, self.mpi)
         L = torch.linalg.cholesky(0.5 * (A0 + A0.T))
 
@@ -178,15 +184,53 @@ class CombinedMethod:
             o.destroy()
 
 
-def petsc_basis(S, layout, Phi: sp.spmatrix) -> PETSc.Mat:
+def distributed_basis(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, omega=None) -> LearnedBasis:
+    r"""The :class:`~ddlearn.learned.LearnedBasis` of a distributed :math:`S_\theta` on this
+    rank's rows, with :math:`\Psi = M_{RAS}^{-1}A\Phi` from PETSc (PCASM ``restrict``, one
+    column at a time) and ``omega`` the global smoothing weights (default 0; collective)."""
+    from solvers.schwarz import configure_asm
+
+    Phi_rows = sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()
+    ras = PETSc.PC().create(comm=layout.comm)
+    ras.setOptionsPrefix("ddlearn_basis_ras_")
+    ras.setOperators(A, A)
+    configure_asm(ras, layout, "restrict")
+    ras.setFromOptions()
+    ras.setUp()
+    amul, avecs = _column_map(layout, A.mult)
+    smooth, svecs = _column_map(layout, ras.apply)
+    try:
+        Psi_rows = smooth(amul(Phi_rows))
+    finally:
+        for o in (ras, *avecs, *svecs):
+            o.destroy()
+    dec = layout.dec
+    sizes = [len(dec.owned[i]) for i in layout.local_subdomains]
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    omega = np.zeros(dec.N) if omega is None else np.asarray(omega, dtype=np.float64)
+    if omega.shape != (dec.N,):
+        raise ValueError(f"smoothing weights of shape {omega.shape} do not fit {dec.N} subdomains")
+    return LearnedBasis(S, torch.from_numpy(Phi_rows), torch.from_numpy(Psi_rows), owner,
+                        omega[layout.local_subdomains])
+
+
+def gather_smoothing(basis: LearnedBasis, layout) -> list[float]:
+    r"""The global smoothing weights :math:`\omega_1, \dots, \omega_N` on every rank."""
+    mine = dict(zip(layout.local_subdomains.tolist(), basis.omega.detach().double().tolist()))
+    out = {}
+    for part in layout.comm.tompi4py().allgather(mine):
+        out.update(part)
+    return [out[i] for i in range(layout.dec.N)]
+
+
+def petsc_basis(basis: LearnedBasis, layout) -> PETSc.Mat:
     r""":math:`\tilde\Phi` as a distributed PETSc matrix (rows in PETSc ordering, all columns on
-    the coarse rank, exact zeros dropped), from a distributed :math:`S_\theta` (collective)."""
-    Phi_rows = torch.from_numpy(sp.csr_matrix(Phi)[layout.local_natural()].T.toarray())
+    the coarse rank, exact zeros dropped; collective)."""
     with torch.no_grad():
-        rows = corrected_basis(S, Phi_rows.to(S.Q.dtype)).T.double().numpy()
-    rows = sp.csr_matrix(rows)
+        rows = sp.csr_matrix(basis().T.double().numpy())
     rows.eliminate_zeros()
-    return layout.aij(rows, ncols=Phi.shape[1], col_ranges=layout.coarse_ranges(Phi.shape[1]))
+    n0 = rows.shape[1]
+    return layout.aij(rows, ncols=n0, col_ranges=layout.coarse_ranges(n0))
 
 
 def held_out_rhs(layout, count: int, seed: int) -> list[PETSc.Vec]:
@@ -196,14 +240,14 @@ def held_out_rhs(layout, count: int, seed: int) -> list[PETSc.Vec]:
             for j in range(count)]
 
 
-def held_out_iterations(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, rhs, rtol: float = 1e-8,
+def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: float = 1e-8,
                         variant: str = "basic", ksp_type: str = "cg") -> list[int]:
     """PETSc Krylov iterations of the learned preconditioner with the current parameters on each
     right-hand side of ``rhs``. A solve that does not converge counts as its iteration limit."""
     from solvers.krylov import solve
     from solvers.schwarz import TwoLevelSchwarz
 
-    PhiT = petsc_basis(S, layout, Phi)
+    PhiT = petsc_basis(basis, layout)
     try:
         def configure(pc):
             pc.setType(PETSc.PC.Type.PYTHON)
@@ -219,11 +263,12 @@ def held_out_iterations(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, rhs, rtol: fl
         PhiT.destroy()
 
 
-def train_preconditioner(S, layout, A: PETSc.Mat, Phi: sp.spmatrix,
+def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
                          cfg: PCTrainConfig | None = None) -> PCTrainResult:
-    r"""Train the distributed :math:`S_\theta` (a one-level
-    :class:`~ddlearn.distributed.DistributedSchwarzAttention`) inside the learned preconditioner
-    and leave it in its best state by held-out CG iterations (collective).
+    r"""Train a distributed learned basis (:func:`distributed_basis`: smoothing weights
+    :math:`\omega` and the one-level :class:`~ddlearn.distributed.DistributedSchwarzAttention`
+    :math:`S_\theta`) inside the learned preconditioner and leave it in its best state by
+    held-out CG iterations (collective).
 
     Every rank draws the same random :math:`x^*` in natural ordering and keeps its rows, so the
     run is the same on any rank count. A step whose :math:`\tilde A_0` is not SPD (or whose loss is
@@ -232,20 +277,23 @@ def train_preconditioner(S, layout, A: PETSc.Mat, Phi: sp.spmatrix,
     cfg = cfg or PCTrainConfig()
     mpi = layout.comm.tompi4py()
     rhs = held_out_rhs(layout, cfg.eval_rhs, cfg.seed)
-    method = CombinedMethod(S, layout, A, Phi)
+    method = CombinedMethod(basis, layout, A)
     rows = layout.local_natural()
     gen = np.random.default_rng(cfg.seed)
-    opt = torch.optim.Adam(S.parameters(), lr=cfg.lr)
+    # omega moves a whole smoothing step per unit; Q_i, K_i are entries of small corrections
+    opt = torch.optim.Adam([{"params": list(basis.S.parameters()), "lr": cfg.lr},
+                            {"params": [basis.omega], "lr": cfg.lr_smoothing}])
+    dtype = basis.Phi_rows.dtype
     t0 = time.perf_counter()
 
     def evaluate():
-        return float(np.mean(held_out_iterations(S, layout, A, Phi, rhs, cfg.rtol)))
+        return float(np.mean(held_out_iterations(basis, layout, A, rhs, cfg.rtol)))
 
     try:
         initial = evaluate()
         cg_steps = cfg.cg_steps or max(2, int(round(0.6 * initial)))
         best, best_step = initial, 0
-        best_state = copy.deepcopy(S.state_dict())
+        best_state = copy.deepcopy(basis.state_dict())
         hist = {"step": [0], "loss": [math.nan], "iterations": [initial]}
         bar = None
         if cfg.progress and mpi.Get_rank() == 0:
@@ -257,7 +305,7 @@ def train_preconditioner(S, layout, A: PETSc.Mat, Phi: sp.spmatrix,
         while step < cfg.steps:
             xstar = torch.from_numpy(gen.standard_normal((cfg.batch, layout.n))[:, rows])
             try:
-                loss = method.cg_loss(xstar.to(S.Q.dtype), cg_steps, cfg.objective)
+                loss = method.cg_loss(xstar.to(dtype), cg_steps, cfg.objective)
             except torch.linalg.LinAlgError:
                 # A_0 is replicated bit-identically, so every rank fails together.
                 stopped = f"coarse matrix lost positive definiteness at step {step + 1}; best state kept"
@@ -278,12 +326,12 @@ def train_preconditioner(S, layout, A: PETSc.Mat, Phi: sp.spmatrix,
                     hist[key].append(v)
                 if its < best:
                     best, best_step = its, step
-                    best_state = copy.deepcopy(S.state_dict())
+                    best_state = copy.deepcopy(basis.state_dict())
                 if bar is not None:
                     bar.set_postfix(loss=f"{lv:.2f}", cg_its=f"{its:g}", best=f"{best:g}")
         if bar is not None:
             bar.close()
-        S.load_state_dict(best_state)
+        basis.load_state_dict(best_state)
         seconds = mpi.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         return PCTrainResult(initial_iterations=initial, best_iterations=best,
                              best_step=best_step, steps=step, cg_steps=cg_steps,

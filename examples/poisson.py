@@ -23,8 +23,8 @@ The learned methods train on this very problem and decomposition, or load the ch
 for it (``train_s`` is 0 then):
 
   -cache DIR           checkpoint cache (default .ddlearn-cache)
-  -learned_steps S -learned_lr LR -learned_rank R -learned_batch B -learned_cg_steps K
-  -learned_eval_every E -learned_eval_rhs M -learned_seed S
+  -learned_steps S -learned_lr LR -learned_lr_smoothing LR -learned_rank R -learned_batch B -learned_cg_steps K
+  -learned_eval_every E -learned_eval_rhs M -learned_seed S -learned_objective {error,condition}
                        the learned preconditioner (ddlearn.learned) and its training inside CG
   -attention_steps S -attention_rank R -attention_samples M
                        the paper-form operator alone, trained on Fourier data

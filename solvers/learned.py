@@ -25,7 +25,8 @@ from petsc4py import PETSc
 from ddlearn.attention import SchwarzAttention
 from ddlearn.distributed import DistributedSchwarzAttention, PetscExactSolver
 from ddlearn.learned import KIND, basis_correction_model
-from ddlearn.pc_training import PCTrainConfig, train_preconditioner
+from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
+                                 train_preconditioner)
 
 __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
 
@@ -50,8 +51,10 @@ class LearnedSettings:
             r_local=opts.getInt("learned_rank", cls.r_local),
             train=PCTrainConfig(steps=opts.getInt("learned_steps", d.steps),
                                 lr=opts.getReal("learned_lr", d.lr),
+                                lr_smoothing=opts.getReal("learned_lr_smoothing", d.lr_smoothing),
                                 batch=opts.getInt("learned_batch", d.batch),
                                 cg_steps=opts.getInt("learned_cg_steps", 0) or None,
+                                objective=opts.getString("learned_objective", d.objective),
                                 eval_every=opts.getInt("learned_eval_every", d.eval_every),
                                 eval_rhs=opts.getInt("learned_eval_rhs", d.eval_rhs),
                                 seed=opts.getInt("learned_seed", d.seed), progress=progress),
@@ -95,13 +98,14 @@ def learned_preconditioner(case, settings: LearnedSettings):
     t0 = time.perf_counter()
     model = DistributedSchwarzAttention(basis_correction_model(case.dec, settings.r_local,
                                                                cfg.seed), comm)
-    result = train_preconditioner(model, case.layout, case.A, case.Phi, cfg)
+    basis = distributed_basis(model, case.layout, case.A, case.Phi)
+    result = train_preconditioner(basis, case.layout, case.A, cfg)
     seconds = comm.tompi4py().allreduce(time.perf_counter() - t0, op=MPI.MAX)
     PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: held-out CG "
                     f"iterations {result.initial_iterations:g} (classical) -> "
                     f"{result.best_iterations:g} ({result.stopped})")
     model.save(path, problem=case.problem.describe(), preconditioner=KIND, coarse=case.coarse,
-               training=result.record())
+               smoothing=gather_smoothing(basis, case.layout), training=result.record())
     return model, seconds
 
 

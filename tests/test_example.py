@@ -58,3 +58,27 @@ def test_example_in_process(tmp_path):
     _check_report(report, comm.Get_size(), methods, "poisson2d")
     comm.Barrier()
     assert json.load(open(out))["results"][1]["iterations"] == report["results"][1]["iterations"]
+
+
+@pytest.mark.mpi
+def test_example_learned_methods_train_then_load_from_cache(tmp_path):
+    comm = MPI.COMM_WORLD
+    out = comm.bcast(str(tmp_path / "learned.json"), root=0)
+    cache = comm.bcast(str(tmp_path / "cache"), root=0)
+    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    args = ["-problem", "poisson1d", "-n", "255", "-subdomains", "8", "-cache", cache,
+            "-methods", "twolevel,attention,learned", "-learned_steps", "4",
+            "-learned_eval_every", "2", "-attention_steps", "10", "-json", out, "-plot", ""]
+    first = {r["method"]: r for r in mod.main(args)["results"]}
+    second = {r["method"]: r for r in mod.main(args)["results"]}
+    comm.Barrier()  # rank 0 writes the JSON after the others return
+    saved = {r["method"]: r for r in json.load(open(out))["results"]}
+    assert first["learned"]["train_s"] > 0 and first["attention"]["train_s"] > 0
+    assert second["learned"]["train_s"] == 0 and second["attention"]["train_s"] == 0
+    for res in (first, second, saved):
+        assert res["learned"]["converged"] and res["learned"]["rnorm_true"] < 1e-8
+        assert res["learned"]["iterations"] <= res["twolevel"]["iterations"] + 1
+        assert "reason" in res["attention"] and res["twolevel"]["train_s"] == 0
+    assert second["learned"]["iterations"] == first["learned"]["iterations"]

@@ -7,7 +7,7 @@ import torch
 
 from ddlearn.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned import aslinearoperator, basis_correction_model, serial_basis
+from ddlearn.learned import LearnedBasis, aslinearoperator, basis_correction_model
 from ddlearn.problems import make_problem
 from solvers import reference
 
@@ -27,15 +27,21 @@ def test_classical_at_start_and_spd_for_any_parameters(name, n, N, overlap):
     with torch.no_grad():
         S.Q.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(2))
         S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))  # keep padding zero
-    M = _dense(aslinearoperator(S, p), p.n)
+    omega = np.linspace(-0.5, 1.0, N)
+    M = _dense(aslinearoperator(S, p, omega=omega), p.n)
     assert np.abs(M - classical).max() > 1e-3 * np.abs(classical).max()
     np.testing.assert_allclose(M, M.T, atol=1e-12 * np.abs(M).max())
     assert np.linalg.eigvalsh(0.5 * (M + M.T)).min() > 0
-    Mr = _dense(aslinearoperator(S, p, mode="learned_restricted"), p.n)
+    Mr = _dense(aslinearoperator(S, p, mode="learned_restricted", omega=omega), p.n)
     assert np.abs(Mr - Mr.T).max() > 1e-3 * np.abs(Mr).max()
-    # the corrected basis spreads at most over the subdomains that touch a hat's support
-    Phi, Phit = coarse_space("hats", dec), serial_basis(S, coarse_space("hats", dec))
-    assert Phit.shape == Phi.shape and Phit.nnz >= Phi.nnz
+    # omega alone is one restricted-Schwarz smoothing step of the basis per subdomain
+    with torch.no_grad():
+        S.Q.zero_()
+    Phi = coarse_space("hats", dec).toarray()
+    ras = reference.one_level(A, dec, "restrict")
+    smoothed = Phi - np.stack([ras @ c for c in (A @ Phi).T], 1)
+    basis = LearnedBasis.serial(S, p, omega=np.ones(N)).to_scipy().toarray()
+    np.testing.assert_allclose(basis, smoothed, atol=1e-12)
 
 
 def test_adapter_preconditions_scipy_cg():
@@ -56,3 +62,13 @@ def test_adapter_bad_input():
         aslinearoperator(S, p, mode="magic")
     with pytest.raises(ValueError, match="trained on grid"):
         aslinearoperator(S, make_problem("poisson1d", 127))
+
+
+def test_training_config_rejects_bad_settings():
+    from ddlearn.pc_training import PCTrainConfig
+
+    for kwargs, msg in (({"steps": 0}, "steps must be >= 1"), ({"lr": 0.0}, "learning rate"),
+                        ({"objective": "magic"}, "unknown training objective 'magic'"),
+                        ({"cg_steps": 0}, "cg_steps must be >= 1")):
+        with pytest.raises(ValueError, match=msg):
+            PCTrainConfig(**kwargs)

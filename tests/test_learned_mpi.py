@@ -12,13 +12,16 @@ from ddlearn.decomposition import Decomposition
 from ddlearn.distributed import DistributedSchwarzAttention
 from ddlearn.layout import Layout
 from ddlearn.learned import KIND, aslinearoperator, basis_correction_model
-from ddlearn.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
-                                 train_preconditioner)
+from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
+                                 held_out_iterations, held_out_rhs, train_preconditioner)
 from ddlearn.problems import make_problem
 from solvers.krylov import solve
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
+
+
+OMEGA = lambda N: np.linspace(-0.3, 0.9, N)  # noqa: E731  smoothing weights away from 0
 
 
 def _perturbed(dec, scale=0.2):
@@ -33,7 +36,8 @@ def _perturbed(dec, scale=0.2):
 def _save(tmp_path, name, S, problem, coarse="hats"):
     path = COMM.bcast(str(tmp_path / name), root=0)
     d = DistributedSchwarzAttention(S)
-    d.save(path, problem=problem.describe(), preconditioner=KIND, coarse=coarse)
+    d.save(path, problem=problem.describe(), preconditioner=KIND, coarse=coarse,
+           smoothing=OMEGA(S.dec.N).tolist())
     d.destroy()
     return path
 
@@ -85,7 +89,7 @@ def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
         ys = np.random.default_rng(1).standard_normal(p.n)
         X, Y, MX, MY = b, layout.from_natural(ys), layout.vec(), layout.vec()
         pc.apply(X, MX), pc.apply(Y, MY)
-        ref = aslinearoperator(S, p, mode=mode) @ xs
+        ref = aslinearoperator(S, p, mode=mode, omega=OMEGA(N)) @ xs
         np.testing.assert_allclose(layout.to_natural(MX), ref, rtol=0,
                                    atol=1e-12 * np.abs(ref).max())
         if mode == "learned":
@@ -106,9 +110,11 @@ def test_training_is_rank_count_independent_and_keeps_best_state():
         S = DistributedSchwarzAttention(basis_correction_model(dec, 4), comm)
         layout = S.layout
         A = layout.matrix(p)
-        res = train_preconditioner(S, layout, A, Phi, cfg)
+        basis = distributed_basis(S, layout, A, Phi)
+        res = train_preconditioner(basis, layout, A, cfg)
         rhs = held_out_rhs(layout, cfg.eval_rhs, cfg.seed)
-        final = float(np.mean(held_out_iterations(S, layout, A, Phi, rhs)))
+        final = float(np.mean(held_out_iterations(basis, layout, A, rhs)))
+        runs[label + "_omega"] = gather_smoothing(basis, layout)
         runs[label] = (res, final)
         for o in (A, *rhs):
             o.destroy()
@@ -116,6 +122,7 @@ def test_training_is_rank_count_independent_and_keeps_best_state():
     (world, final_w), (alone, final_s) = runs["world"], runs["self"]
     np.testing.assert_allclose(world.history["loss"][1:], alone.history["loss"][1:], rtol=1e-10)
     assert world.history["iterations"] == alone.history["iterations"]
+    np.testing.assert_allclose(runs["world_omega"], runs["self_omega"], rtol=1e-10)
     # best-state rule: what is kept is the best measured state, never worse than classical
     assert final_w == world.best_iterations <= world.initial_iterations
     assert world.best_iterations == min(world.history["iterations"])
@@ -126,12 +133,12 @@ def test_best_state_rule_survives_a_destructive_learning_rate():
     dec = Decomposition(p.grid, 8, 2)
     S = DistributedSchwarzAttention(basis_correction_model(dec, 4))
     A = S.layout.matrix(p)
-    Phi = coarse_space("hats", dec)
-    res = train_preconditioner(S, S.layout, A, Phi, PCTrainConfig(
-        steps=4, lr=10.0, batch=2, eval_every=1, progress=False))
+    basis = distributed_basis(S, S.layout, A, coarse_space("hats", dec))
+    res = train_preconditioner(basis, S.layout, A, PCTrainConfig(
+        steps=4, lr=10.0, lr_smoothing=5.0, batch=2, eval_every=1, progress=False))
     assert max(res.history["iterations"]) > res.initial_iterations or res.stopped != "steps"
     rhs = held_out_rhs(S.layout, 2, 0)
-    assert np.mean(held_out_iterations(S, S.layout, A, Phi, rhs)) == res.best_iterations \
+    assert np.mean(held_out_iterations(basis, S.layout, A, rhs)) == res.best_iterations \
         <= res.initial_iterations
     for o in (A, *rhs):
         o.destroy()
