@@ -102,8 +102,10 @@ def report(data) -> str:
         s = summarise(c)
         tl, ln = s["twolevel"], s["learned"]
         fmt = lambda d: f"{d['mean_iterations']:.1f} ({'/'.join(str(v) for v in d['iterations'].values())})"
+        # training pays back only through fewer iterations; equal counts differ by timing noise
         saved = tl["solve_s"] - ln["solve_s"]
-        payback = f"{c['training']['seconds'] / saved:.0f}" if saved > 0 else "never"
+        fewer = ln["mean_iterations"] < tl["mean_iterations"]
+        payback = f"{c['training']['seconds'] / saved:.0f}" if fewer and saved > 0 else "never"
         other = ", ".join(f"{m} {v['mean_iterations']:.1f}" for m, v in s.items()
                           if m not in ("twolevel", "learned"))
         lines.append(f"| {c['problem']} n={c['n']} | {c['N']} | {fmt(tl)} | {fmt(ln)} | "
@@ -136,13 +138,13 @@ def plot(data, path):
     plt.close(fig)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=20, help="training steps per case")
     ap.add_argument("--quick", action="store_true", help="two small cases (for tests)")
     ap.add_argument("--json", default=OUT + ".json")
     ap.add_argument("--report", action="store_true", help="print the table of an existing JSON")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.report:
         print(report(json.load(open(args.json))))
         return

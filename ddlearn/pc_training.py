@@ -14,7 +14,7 @@ the classical iteration count, where the error is still far above round-off. Eve
 distributed: products with :math:`A` and one-level Schwarz are PETSc operations wrapped as
 autograd functions (both symmetric, so the backward is the same operation), inner products and
 the Galerkin coarse matrix :math:`\tilde A_0 = \tilde\Phi^TA\tilde\Phi` are all-reduced, and
-each rank trains its own subdomains' :math:`Q_i, K_i`.
+each rank trains its own subdomains' :math:`\omega_i, Q_i, K_i`.
 
 What is kept is decided by CG itself: every ``eval_every`` steps the current :math:`\tilde\Phi` is
 assembled into a PETSc matrix and PETSc CG solves held-out right-hand sides; the state with the
@@ -56,7 +56,7 @@ class PCTrainConfig:
     batch: int = 8
     cg_steps: int | None = None
     objective: str = "error"
-    eval_every: int = 5
+    eval_every: int = 2
     eval_rhs: int = 2
     rtol: float = 1e-8
     seed: int = 0

@@ -28,3 +28,20 @@ def test_operator_learning_quick(tmp_path):
         assert r["n"] == 255 and r["params"] > 0 and 0 < r["op_rel_error"] < 10
     assert (tmp_path / "ol_n255_steps.png").stat().st_size > 10_000
     assert (tmp_path / "ol_n255_params.png").stat().st_size > 10_000
+
+
+def test_learned_preconditioner_quick(tmp_path):
+    out = tmp_path / "lp.json"
+    mod = _load("learned_preconditioner")
+    mod.main(["--quick", "--steps", "3", "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert [c["problem"] for c in data["cases"]] == ["poisson1d", "poisson2d"]
+    for case in data["cases"]:
+        s = mod.summarise(case)
+        assert set(s) == {"twolevel", "learned"}
+        assert all(v["all_converged"] for v in s.values())
+        assert set(s["learned"]["iterations"]) == {"random0", "random1", "random2", "point", "smooth"}
+        t = case["training"]
+        assert t["best_iterations"] <= t["initial_iterations"] and t["steps"] == 3
+    assert "| poisson2d n=961 | 16 |" in mod.report(data)
+    assert (tmp_path / "lp.png").stat().st_size > 10_000

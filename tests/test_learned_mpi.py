@@ -172,3 +172,27 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
         assert all(m and expected in m for m in msgs), (expected, msgs)
     for o in (A, A_other, b, b_other):
         o.destroy()
+
+
+def test_learned_pc_view(tmp_path):
+    p = make_problem("poisson2d", 15)
+    dec = Decomposition(p.grid, 4, 1)
+    path = _save(tmp_path, "view.pt", _perturbed(dec), p)
+    from ddlearn.pc import SchwarzAttentionPC
+    model = DistributedSchwarzAttention.load(path)
+    A = model.layout.matrix(p)
+    pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
+    pc.setOperators(A, A)
+    pc.setType("python")
+    pc.setPythonContext(SchwarzAttentionPC(model=model))
+    pc.setUp()
+    name = COMM.bcast(str(tmp_path / "view.txt"), root=0)
+    viewer = PETSc.Viewer().createASCII(name, comm=PETSc.COMM_WORLD)
+    pc.view(viewer)
+    viewer.destroy()
+    COMM.Barrier()
+    out = open(name).read()
+    for text in ("learned two-level Schwarz, mode learned", "N = 4 subdomains", "n_0 = 1 ",
+                 f"{model.num_parameters()} parameters", f"{COMM.Get_size()} ranks"):
+        assert text in out, (text, out)
+    pc.destroy(), A.destroy(), model.destroy()
