@@ -13,7 +13,8 @@ import torch
 
 from . import checkpoint as ckpt_io
 
-__all__ = ["TrainConfig", "History", "TrainResult", "relative_error", "evaluate", "train"]
+__all__ = ["TrainConfig", "History", "TrainResult", "relative_error", "fit_scale", "evaluate",
+           "train"]
 
 
 @dataclass
@@ -87,6 +88,31 @@ def relative_error(pred: torch.Tensor, target: torch.Tensor, comm=None) -> torch
         from .distributed import allreduce_sum
         sq = allreduce_sum(sq, comm)
     return torch.sqrt(sq[0] / sq[1]).mean()
+
+
+@torch.no_grad()
+def fit_scale(model, data, comm=None) -> float:
+    r"""Rescale a Schwarz-attention model so that its output has the least-squares size of the
+    targets: :math:`M \leftarrow \alpha M`, :math:`\alpha = \langle Mf, u\rangle /
+    \langle Mf, Mf\rangle` over ``data``. A data-aware initialisation: a random operator's output
+    can be orders of magnitude away from the solutions' size (the coarse term sums
+    :math:`\Phi^T f` over whole subdomains). The factors :math:`Q_i, Q_0` are scaled by
+    :math:`\alpha`, or by :math:`\sqrt\alpha` when :math:`K = Q`; a symmetric model is left
+    alone if :math:`\alpha \le 0`. Returns :math:`\alpha`."""
+    pred = model(data.F.to(model.Q.dtype))
+    sums = torch.stack([(pred * data.U).sum(), (pred * pred).sum()]).double()
+    if comm is not None:
+        from .distributed import allreduce_sum
+        sums = allreduce_sum(sums, comm)
+    alpha = float(sums[0] / sums[1])
+    symmetric = model.K is model.Q
+    if symmetric and alpha <= 0:
+        return alpha
+    factor = alpha ** 0.5 if symmetric else alpha
+    for name in ("Q", "Q0"):
+        if getattr(model, name, None) is not None:
+            getattr(model, name).mul_(factor)
+    return alpha
 
 
 @torch.no_grad()

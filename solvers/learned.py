@@ -113,14 +113,14 @@ def attention_operator(case, settings: LearnedSettings):
     """``(M_theta, train_seconds)``: the paper-form operator (symmetric variant) trained on
     Fourier data with exact targets, from the cache or trained now (collective)."""
     from ddlearn.data import make_splits
-    from ddlearn.training import TrainConfig, train
+    from ddlearn.training import TrainConfig, fit_scale, train
 
     comm = case.layout.comm
-    cfg = TrainConfig(steps=settings.attention_steps, batch_size=16, lr=1e-2,
+    cfg = TrainConfig(steps=settings.attention_steps, batch_size=16, lr=1e-3,
                       eval_every=max(1, settings.attention_steps // 10),
                       progress=settings.train.progress, seed=settings.seed)
     key = {"r_local": settings.attention_rank, "samples": settings.attention_samples,
-           "steps": cfg.steps, "seed": cfg.seed}
+           "steps": cfg.steps, "seed": cfg.seed, "lr": cfg.lr, "init": "fit_scale"}
     path = cache_path(case, "attention", key, settings.cache)
     expect = {"N": case.dec.N, "overlap": case.dec.overlap, "grid": list(case.dec.grid),
               "r_local": settings.attention_rank, "coarse": case.coarse}
@@ -142,6 +142,7 @@ def attention_operator(case, settings: LearnedSettings):
                              solve=solver)
     finally:
         solver.destroy()
+    fit_scale(model, splits.train, comm=comm.tompi4py())
     result = train(model, splits, cfg, comm=comm.tompi4py())
     seconds = comm.tompi4py().allreduce(time.perf_counter() - t0, op=MPI.MAX)
     PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: validation error "

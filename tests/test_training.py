@@ -112,3 +112,20 @@ def test_resume_equals_uninterrupted(small, tmp_path):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-14)
     with pytest.raises(ValueError, match="cannot resume"):
         train(SchwarzAttention((63,), 4, 2, 2), s, cfg(steps=120), problem=p.describe(), resume=path)
+
+
+def test_fit_scale_gives_the_least_squares_size():
+    from ddlearn.training import fit_scale
+
+    p = Poisson1D(127)
+    for symmetric in (True, False):
+        model = SchwarzAttention(p.grid, 4, 2, 2, symmetric=symmetric, seed=3)
+        data = make_splits(p, 32, 4, 4, modes=16).train
+        before = model(data.F).detach()
+        alpha = fit_scale(model, data)
+        after = model(data.F).detach()
+        assert alpha > 0 or not symmetric
+        np.testing.assert_allclose(after, alpha * before, rtol=1e-10, atol=1e-14)
+        # alpha is the minimiser of ||alpha M f - u||: nudging it either way does worse
+        err = lambda a: float(((a * before - data.U) ** 2).sum())  # noqa: E731
+        assert err(alpha) <= min(err(1.01 * alpha), err(0.99 * alpha), err(1.0))
