@@ -118,6 +118,25 @@ class Layout:
         A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
         return A
 
+    def fingerprint(self, A: PETSc.Mat, probes: int = 64, seed: int = 20261129) -> np.ndarray:
+        """``(A v)`` at ``probes`` fixed natural indices for a fixed random ``v`` given in natural
+        ordering: identifies the matrix *and* the ordering it is assembled in, the same on any
+        rank count (collective). A model stores it so that a matrix of another problem, other
+        coefficients or another decomposition's ordering is refused instead of silently used."""
+        rng = np.random.default_rng(seed)
+        v = rng.standard_normal(self.n)
+        idx = rng.choice(self.n, size=min(probes, self.n), replace=False)
+        x = self.from_natural(v)
+        y = x.duplicate()
+        A.mult(x, y)
+        pos = self.iperm[idx] - self.lo
+        mine = (pos >= 0) & (pos < self.nlocal)
+        out = np.zeros(len(idx))
+        out[mine] = y.getArray(readonly=True)[pos[mine]]
+        for o in (x, y):
+            o.destroy()
+        return self.comm.tompi4py().allreduce(out)
+
     def coarse_ranges(self, n0: int) -> np.ndarray:
         """Ownership of a length-``n0`` coarse vector: everything on the coarse rank."""
         sizes = np.zeros(self.size, dtype=np.int64)

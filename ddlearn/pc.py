@@ -33,6 +33,7 @@ refused on every rank.
 """
 from __future__ import annotations
 
+import numpy as np
 from petsc4py import PETSc
 
 from .coarse import coarse_space
@@ -114,6 +115,14 @@ class SchwarzAttentionPC:
         from solvers.schwarz import TwoLevelSchwarz, configure_asm
 
         if self.mode in VARIANTS and self.two_level is None:
+            saved = self.model.meta.get("fingerprint")
+            if saved is not None:
+                now = layout.fingerprint(P)
+                collective_check(comm, np.allclose(now, saved, rtol=1e-10,
+                                                   atol=1e-12 * np.abs(saved).max()),
+                                 "the matrix is not the one this learned preconditioner was "
+                                 "trained for (another problem, other coefficients or another "
+                                 "decomposition's ordering): train a model for this matrix")
             Phi = coarse_space(self.model.meta["coarse"], layout.dec)
             basis = distributed_basis(self.model, layout, P, Phi, self.model.meta.get("smoothing"))
             self.Phi_tilde = petsc_basis(basis, layout)

@@ -105,7 +105,8 @@ def learned_preconditioner(case, settings: LearnedSettings):
                     f"iterations {result.initial_iterations:g} (classical) -> "
                     f"{result.best_iterations:g} ({result.stopped})")
     model.save(path, problem=case.problem.describe(), preconditioner=KIND, coarse=case.coarse,
-               smoothing=gather_smoothing(basis, case.layout), training=result.record())
+               smoothing=gather_smoothing(basis, case.layout), training=result.record(),
+               fingerprint=case.layout.fingerprint(case.A).tolist())
     return model, seconds
 
 

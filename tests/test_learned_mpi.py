@@ -36,8 +36,10 @@ def _perturbed(dec, scale=0.2):
 def _save(tmp_path, name, S, problem, coarse="hats"):
     path = COMM.bcast(str(tmp_path / name), root=0)
     d = DistributedSchwarzAttention(S)
+    A = d.layout.matrix(problem)
     d.save(path, problem=problem.describe(), preconditioner=KIND, coarse=coarse,
-           smoothing=OMEGA(S.dec.N).tolist())
+           smoothing=OMEGA(S.dec.N).tolist(), fingerprint=d.layout.fingerprint(A).tolist())
+    A.destroy()
     d.destroy()
     return path
 
@@ -158,7 +160,15 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
     A = Layout(dec).matrix(p)
     b, b_other = A.createVecLeft(), A_other.createVecLeft()
     b.set(1.0), b_other.set(1.0)
+    # same grid and decomposition, other coefficients: same layout, refused by the fingerprint
+    p2 = make_problem("poisson2d", 15)
+    dec2 = Decomposition(p2.grid, 4, 1)
+    path2 = _save(tmp_path, "poisson.pt", _perturbed(dec2), p2)
+    A_ch = Layout(dec2).matrix(make_problem("channels", 15))
+    b_ch = A_ch.createVecLeft()
+    b_ch.set(1.0)
     cases = [
+        (lambda: _pc_solve(A_ch, b_ch, path2, "b0_"), "is not the one this learned preconditioner"),
         (lambda: _pc_solve(A_other, b_other, path, "b1_"), "the model's decomposition needs"),
         (lambda: _pc_solve(A, b, corrupt, "b2_"), "not a readable ddlearn checkpoint"),
         (lambda: _pc_solve(A, b, str(tmp_path / "none.pt"), "b3_"), "no checkpoint"),
@@ -170,7 +180,7 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
     for run, expected in cases:
         msgs = raised_everywhere(run, exc=Exception)
         assert all(m and expected in m for m in msgs), (expected, msgs)
-    for o in (A, A_other, b, b_other):
+    for o in (A, A_other, b, b_other, A_ch, b_ch):
         o.destroy()
 
 
