@@ -119,6 +119,8 @@ def plot(data, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not any(c["problem"] in ("poisson1d", "poisson2d") for c in data["cases"]):
+        return  # the plot shows the Poisson scaling only
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, prob in zip(axes, ("poisson1d", "poisson2d")):
         cs = [c for c in data["cases"] if c["problem"] == prob]
@@ -142,6 +144,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=20, help="training steps per case")
     ap.add_argument("--quick", action="store_true", help="two small cases (for tests)")
+    ap.add_argument("--only", default=None,
+                    help="comma list of problem names to run (default: all cases)")
     ap.add_argument("--json", default=OUT + ".json")
     ap.add_argument("--report", action="store_true", help="print the table of an existing JSON")
     args = ap.parse_args(argv)
@@ -153,7 +157,10 @@ def main(argv=None):
     from petsc4py import PETSc
 
     cases = []
+    only = args.only.split(",") if args.only else None
     for name, n, N, overlap in (QUICK if args.quick else CASES):
+        if only and name not in only:
+            continue
         extra = ("gdsw", "gamg") if name == "channels" else ()
         cases.append(run_case(name, n, N, overlap, args.steps, extra))
     data = {"steps": args.steps, "ranks": PETSc.COMM_WORLD.getSize(), "cores": os.cpu_count(),

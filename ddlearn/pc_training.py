@@ -42,6 +42,8 @@ __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "distributed_basi
            "held_out_rhs", "held_out_iterations", "train_preconditioner"]
 
 
+#: iteration limit of the held-out solves; a solve that does not converge counts as this many
+EVAL_MAX_IT = 2000
 #: training objectives (see :meth:`CombinedMethod.cg_loss`)
 OBJECTIVES = ("error", "condition")
 
@@ -255,9 +257,9 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
 
         its = []
         for b in rhs:
-            res = solve(A, b, configure, ksp_type=ksp_type, rtol=rtol, max_it=2000,
+            res = solve(A, b, configure, ksp_type=ksp_type, rtol=rtol, max_it=EVAL_MAX_IT,
                         prefix="ddlearn_eval_")
-            its.append(res.iterations if res.converged else 2000)
+            its.append(res.iterations if res.converged else EVAL_MAX_IT)
         return its
     finally:
         PhiT.destroy()
