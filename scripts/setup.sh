@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of everything ddlearn needs, from a bare Debian/Python 3.11 machine:
 # system BLAS/LAPACK, a virtual environment in .venv, MPICH + mpi4py wheels, PETSc and
-# petsc4py built from PyPI source, torch (CPU build) and ddlearn itself (editable).
+# petsc4py built from PyPI source, torch (CPU build), ddlearn itself (editable) and its native
+# PETSc plugin (CMake, into build/).
 # A second run finds the stamp and returns in seconds; pip's wheel cache makes a run in a
 # fresh clone on the same machine fast too (PETSc is then not rebuilt).
 set -euo pipefail
@@ -12,16 +13,31 @@ py=${PYTHON:-python3}
 stamp="$venv/.ddlearn-setup"
 want=$(cat "$root/scripts/setup.sh" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
 
+say() { printf '\n==> %s\n' "$*"; }
+
+# The native plugin follows its C sources, so it is (re)built on every run; make makes that a
+# no-op when nothing changed.
+build_native() {
+    local pcdir
+    pcdir=$("$venv/bin/python" -c "import os, petsc; print(os.path.join(petsc.get_petsc_dir(), 'lib', 'pkgconfig'))")
+    if [ ! -f "$root/build/CMakeCache.txt" ]; then
+        say "native PETSc plugin: configuring (CMake)"
+        PKG_CONFIG_PATH="$pcdir" cmake -S "$root" -B "$root/build" --log-level=WARNING \
+            -DCMAKE_C_COMPILER="$venv/bin/mpicc" -DPython3_EXECUTABLE="$venv/bin/python"
+    fi
+    cmake --build "$root/build" -j 2 -- --no-print-directory >/dev/null
+}
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    build_native
     echo "ddlearn set-up: up to date ($venv)"
     exit 0
 fi
 
-say() { printf '\n==> %s\n' "$*"; }
-
-# System libraries: PETSc links against the system BLAS/LAPACK; pkg-config lets CMake find PETSc.
+# System libraries: PETSc links against the system BLAS/LAPACK; CMake and pkg-config build the
+# native plugin against the pip-installed PETSc.
 missing=()
-for pkg in liblapack-dev libblas-dev pkg-config; do
+for pkg in liblapack-dev libblas-dev pkg-config cmake; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -59,5 +75,6 @@ pip install -q "torch==2.13.0"
 say "ddlearn (editable) with test and plot extras"
 pip install -q --no-build-isolation -e "$root[test,plot]"
 
+build_native
 echo "$want" > "$stamp"
 say "set-up done: $venv"

@@ -1,0 +1,62 @@
+"""Write the inputs of the native parity tests (run by CTest before them).
+
+    python make_test_model.py OUTDIR [n] [N]
+
+OUTDIR/model.petsc  a learned preconditioner (perturbed away from classical) for the 2D Poisson
+                    problem n x n with N subdomains, written by ddlearn.export
+OUTDIR/check.petsc  Vecs x and y = M^{-1} x from the Python (scipy) path, natural numbering
+OUTDIR/expect.opts  -expect_iterations K: CG iterations of the Python PETSc PC for b = 1
+"""
+import os
+import sys
+
+import numpy as np
+import petsc4py
+
+petsc4py.init([])
+import torch  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+from ddlearn import export  # noqa: E402
+from ddlearn.decomposition import Decomposition  # noqa: E402
+from ddlearn.distributed import DistributedSchwarzAttention  # noqa: E402
+from ddlearn.learned import KIND, LearnedBasis, aslinearoperator, basis_correction_model  # noqa: E402
+from ddlearn.pc import SchwarzAttentionPC  # noqa: E402
+from ddlearn.problems import make_problem  # noqa: E402
+from solvers.krylov import solve  # noqa: E402
+
+
+def main(out, n=31, N=16):
+    os.makedirs(out, exist_ok=True)
+    p = make_problem("poisson2d", n)
+    dec = Decomposition(p.grid, N, 1)
+    S = basis_correction_model(dec, 3, seed=2)
+    with torch.no_grad():
+        S.Q.normal_(0.0, 0.2, generator=torch.Generator().manual_seed(4))
+        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    omega = np.linspace(-0.2, 0.6, N)
+    export.export(os.path.join(out, "model.petsc"), LearnedBasis.serial(S, p, omega=omega))
+    x = np.random.default_rng(1).standard_normal(p.n)
+    y = aslinearoperator(S, p, omega=omega) @ x
+    viewer = PETSc.Viewer().createBinary(os.path.join(out, "check.petsc"), "w", comm=PETSc.COMM_SELF)
+    for v in (x, y):
+        vec = PETSc.Vec().createWithArray(v, comm=PETSc.COMM_SELF)
+        vec.view(viewer)
+        vec.destroy()
+    viewer.destroy()
+    d = DistributedSchwarzAttention(S, PETSc.COMM_SELF)
+    d.meta.update(preconditioner=KIND, coarse="hats", smoothing=omega.tolist())
+    A = d.layout.matrix(p)
+    b = d.layout.from_natural(np.ones(p.n))
+    res = solve(A, b, lambda pc: (pc.setType("python"),
+                                  pc.setPythonContext(SchwarzAttentionPC(model=d))), rtol=1e-8)
+    with open(os.path.join(out, "expect.opts"), "w") as f:
+        f.write(f"-expect_iterations {res.iterations}\n")
+    print(f"wrote {out}: Python PC {res.iterations} iterations, {res.reason}")
+    for o in (A, b):
+        o.destroy()
+    d.destroy()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *map(int, sys.argv[2:]))
