@@ -31,7 +31,7 @@ from petsc4py import PETSc
 
 from .learned import VARIANTS, LearnedBasis
 
-__all__ = ["MAGIC", "VERSION", "export", "read", "NativeExport"]
+__all__ = ["MAGIC", "VERSION", "export", "export_checkpoint", "read", "NativeExport"]
 
 MAGIC = 20261129.0
 VERSION = 1
@@ -76,6 +76,19 @@ def export(path: str, basis: LearnedBasis, mode: str = "learned") -> None:
         viewer.destroy()
         for o in objects:
             o.destroy()
+
+
+def export_checkpoint(checkpoint: str, problem, path: str, mode: str = "learned") -> None:
+    """Export a learned-preconditioner checkpoint (as the example caches them) for ``problem``.
+
+    Raises ``ValueError`` for a checkpoint of another kind or problem."""
+    from . import checkpoint as ckpt_io
+    from .learned import KIND
+
+    S, meta = ckpt_io.load(checkpoint, problem=problem.describe())
+    if meta.get("preconditioner") != KIND:
+        raise ValueError(f"{checkpoint} is not a learned-preconditioner checkpoint (kind {KIND})")
+    export(path, LearnedBasis.serial(S, problem, meta["coarse"], meta.get("smoothing")), mode)
 
 
 @dataclass
@@ -129,3 +142,27 @@ def read(path: str, comm=None) -> NativeExport:
     mode = {v: k for k, v in _MODES.items()}[int(h[5])]
     return NativeExport(n=int(h[2]), N=int(h[3]), n0=int(h[4]), mode=mode, overlap=int(h[6]),
                         subdomains=split(*sets[:2]), owned=split(*sets[2:]), Phi=Phi)
+
+
+def main(argv=None) -> None:
+    """``python -m ddlearn.export CHECKPOINT OUT -problem NAME -n N [-contrast C] [-mode M]``"""
+    import argparse
+
+    from .problems import make_problem
+
+    ap = argparse.ArgumentParser(prog="python -m ddlearn.export", description=main.__doc__)
+    ap.add_argument("checkpoint")
+    ap.add_argument("out")
+    ap.add_argument("-problem", required=True)
+    ap.add_argument("-n", type=int, required=True)
+    ap.add_argument("-contrast", type=float, default=None)
+    ap.add_argument("-mode", default="learned", choices=sorted(_MODES))
+    args = ap.parse_args(argv)
+    kwargs = {"contrast": args.contrast} if args.contrast is not None else {}
+    export_checkpoint(args.checkpoint, make_problem(args.problem, args.n, **kwargs), args.out,
+                      args.mode)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

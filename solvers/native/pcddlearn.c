@@ -25,13 +25,12 @@ typedef struct {
   Vec      xc, yc;
 } PC_DDLearn;
 
-/* Subdomains of this rank: contiguous blocks whose sizes differ by at most one (as
-   ddlearn.decomposition.assign_ranks). */
-static void DDLearnRankBlock(PetscInt N, PetscMPIInt size, PetscMPIInt rank, PetscInt *first, PetscInt *count)
+/* Owner of a global row under the matrix's row distribution. */
+static PetscMPIInt DDLearnOwner(const PetscInt *ranges, PetscMPIInt size, PetscInt row)
 {
-  PetscInt base = N / size, extra = N % size;
-  *count = base + (rank < extra ? 1 : 0);
-  *first = rank * base + PetscMin((PetscInt)rank, extra);
+  PetscMPIInt r = 0;
+  while (r < size - 1 && row >= ranges[r + 1]) r++;
+  return r;
 }
 
 static PetscErrorCode DDLearnLoadAll(MPI_Comm comm, PetscViewer viewer, IS *all)
@@ -71,7 +70,8 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
   const PetscScalar *h;
   IS                 sets[4], *over, *owned;
   const PetscInt    *off[2], *idx[2];
-  PetscInt           first, count, M, m, i, k;
+  PetscInt           count, M, m, i, k, s;
+  const PetscInt    *ranges;
   PetscBool          exists;
   const char        *prefix;
   char               name[256];
@@ -116,13 +116,18 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
     PetscCall(ISGetIndices(sets[2 * i], &off[i]));
     PetscCall(ISGetIndices(sets[2 * i + 1], &idx[i]));
   }
-  DDLearnRankBlock(dd->N, size, rank, &first, &count);
+  /* Subdomain s goes to the rank that owns the middle of its owned rows, so the local solves
+     gather mostly local rows whatever the matrix's distribution (natural numbering here). */
+  PetscCall(MatGetOwnershipRanges(pc->pmat, &ranges));
+  for (count = 0, s = 0; s < dd->N; s++)
+    if (DDLearnOwner(ranges, size, idx[1][(off[1][s] + off[1][s + 1]) / 2]) == rank) count++;
   dd->nlocal_sub = count;
   PetscCall(PetscMalloc2(count, &over, count, &owned));
-  for (k = 0; k < count; k++) {
-    PetscInt s = first + k;
+  for (k = 0, s = 0; s < dd->N; s++) {
+    if (DDLearnOwner(ranges, size, idx[1][(off[1][s] + off[1][s + 1]) / 2]) != rank) continue;
     PetscCall(ISCreateGeneral(PETSC_COMM_SELF, off[0][s + 1] - off[0][s], idx[0] + off[0][s], PETSC_COPY_VALUES, &over[k]));
     PetscCall(ISCreateGeneral(PETSC_COMM_SELF, off[1][s + 1] - off[1][s], idx[1] + off[1][s], PETSC_COPY_VALUES, &owned[k]));
+    k++;
   }
   for (i = 0; i < 2; i++) {
     PetscCall(ISRestoreIndices(sets[2 * i], &off[i]));
@@ -133,7 +138,8 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
   /* Phi~ in the matrix's row layout. */
   PetscCall(MatGetLocalSize(pc->pmat, &m, NULL));
   PetscCall(MatCreate(comm, &dd->Phi));
-  PetscCall(MatSetSizes(dd->Phi, m, PETSC_DECIDE, dd->n, PETSC_DETERMINE));
+  /* All coarse columns on rank 0: Phi~^T x lands there in one gather, as in the Python PC. */
+  PetscCall(MatSetSizes(dd->Phi, m, rank == 0 ? dd->n0 : 0, dd->n, dd->n0));
   PetscCall(MatSetType(dd->Phi, MATAIJ));
   PetscCall(MatLoad(dd->Phi, viewer));
   PetscCall(PetscViewerDestroy(&viewer));

@@ -1,0 +1,131 @@
+"""Native plugin (-pc_type ddlearn) against the Python PC: apply time and CG iterations, same run.
+
+    python benchmarks/native.py [--n 511] [--N 64] [--ranks 4] [--applies 50]
+
+Exports a learned preconditioner for 2D Poisson n x n with N subdomains (away from its classical
+start, so that every learned piece is exercised), then launches with mpiexec (a) this script as a
+worker that times the Python PC (`ddlearn.pc.SchwarzAttentionPC`, mode learned) and runs CG on
+b = 1, and (b) the plain C program `build/laplace2d` with the plugin and `-log_view`, whose
+PCApply line gives the native time per apply. Writes ``results/native.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+BUILD = os.path.join(ROOT, "build")
+
+
+def _model(n, N):
+    import numpy as np
+    import torch
+
+    from ddlearn.decomposition import Decomposition
+    from ddlearn.learned import basis_correction_model
+    from ddlearn.problems import make_problem
+
+    p = make_problem("poisson2d", n)
+    S = basis_correction_model(Decomposition(p.grid, N, 1), 8, seed=2)
+    with torch.no_grad():
+        S.Q.normal_(0.0, 0.05, generator=torch.Generator().manual_seed(4))
+        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    return p, S, np.linspace(0.0, 0.5, N)
+
+
+def worker(args):
+    """Time the Python PC and run CG with it (under mpiexec)."""
+    import time
+
+    import numpy as np
+    import petsc4py
+    petsc4py.init([])
+    from mpi4py import MPI
+    from petsc4py import PETSc
+
+    from ddlearn.distributed import DistributedSchwarzAttention
+    from ddlearn.learned import KIND
+    from ddlearn.pc import SchwarzAttentionPC
+    from solvers.krylov import solve
+
+    p, S, omega = _model(args.n, args.N)
+    d = DistributedSchwarzAttention(S)
+    d.meta.update(preconditioner=KIND, coarse="hats", smoothing=omega.tolist())
+    A = d.layout.matrix(p)
+    b = d.layout.from_natural(np.ones(p.n))
+    pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
+    pc.setOperators(A, A)
+    pc.setType("python")
+    pc.setPythonContext(SchwarzAttentionPC(model=d))
+    pc.setUp()
+    y = b.duplicate()
+    PETSc.COMM_WORLD.barrier()
+    t = time.perf_counter()
+    for _ in range(args.applies):
+        pc.apply(b, y)
+    dt = MPI.COMM_WORLD.allreduce(time.perf_counter() - t, op=MPI.MAX) / args.applies
+    res = solve(A, b, lambda q: (q.setType("python"), q.setPythonContext(SchwarzAttentionPC(model=d))))
+    if PETSc.COMM_WORLD.getRank() == 0:
+        print(json.dumps({"python_apply_s": dt, "python_iterations": res.iterations,
+                          "python_rnorm_true": res.rnorm_true}))
+    for o in (pc, y, b, A):
+        o.destroy()
+    d.destroy()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=511)
+    ap.add_argument("--N", type=int, default=64)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--applies", type=int, default=50)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--json", default=os.path.join(HERE, "results", "native.json"))
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    from ddlearn.export import export
+    from ddlearn.learned import LearnedBasis
+
+    program, lib = os.path.join(BUILD, "laplace2d"), os.path.join(BUILD, "libddlearn_petsc.so")
+    if not (os.path.exists(program) and os.path.exists(lib)):
+        raise SystemExit("the native plugin is not built: run scripts/setup.sh")
+    p, S, omega = _model(args.n, args.N)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, log = os.path.join(tmp, "model.petsc"), os.path.join(tmp, "log.txt")
+        export(model, LearnedBasis.serial(S, p, omega=omega))
+        py = subprocess.run(["mpiexec", "-n", str(args.ranks), sys.executable, __file__, "--worker",
+                             "--n", str(args.n), "--N", str(args.N), "--applies", str(args.applies)],
+                            capture_output=True, text=True, check=True)
+        python = json.loads(py.stdout.strip().splitlines()[-1])
+        nat = subprocess.run(["mpiexec", "-n", str(args.ranks), program, "-n", str(args.n),
+                              "-ksp_type", "cg", "-dll_append", lib, "-pc_type", "ddlearn",
+                              "-pc_ddlearn_model", model, "-log_view", f":{log}"],
+                             capture_output=True, text=True, check=True)
+        line = next(ln for ln in open(log) if ln.startswith("PCApply "))
+    fields = line.split()
+    count, tmax = int(fields[1]), float(fields[3])
+    its = int(re.search(r"iterations (\d+)", nat.stdout).group(1))
+    data = {"n": p.n, "grid": args.n, "N": args.N, "ranks": args.ranks, "cores": os.cpu_count(),
+            **python, "native_apply_s": tmax / count, "native_applies": count,
+            "native_iterations": its, "native_output": nat.stdout.strip()}
+    data["ratio_native_over_python"] = data["native_apply_s"] / data["python_apply_s"]
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"| grid | N | ranks | Python PC apply ms | native apply ms | native/Python | CG its Python | CG its native |\n"
+          f"|---|---:|---:|---:|---:|---:|---:|---:|\n"
+          f"| {args.n}² | {args.N} | {args.ranks} | {1e3 * data['python_apply_s']:.2f} | "
+          f"{1e3 * data['native_apply_s']:.2f} | {data['ratio_native_over_python']:.2f} | "
+          f"{data['python_iterations']} | {data['native_iterations']} |")
+
+
+if __name__ == "__main__":
+    main()
