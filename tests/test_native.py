@@ -59,3 +59,19 @@ def test_native_pc_bad_files(model, tmp_path):
                            "-dll_append", str(LIB), "-pc_type", "ddlearn", "-pc_ddlearn_model",
                            str(model / "model.petsc")], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "was made for n = 961" in proc.stdout + proc.stderr
+
+
+def test_native_benchmark_script_runs(tmp_path):
+    import json
+    import sys
+
+    out = tmp_path / "native.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "native.py"), "--n", "63",
+                           "--N", "16", "--ranks", "1,2", "--applies", "5", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["ranks"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["python_iterations"] == r["native_iterations"] > 0
+        assert r["python_apply_s"] > 0 and r["native_apply_s"] > 0
