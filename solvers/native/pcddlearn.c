@@ -6,7 +6,7 @@
   read from a file written by ddlearn.export (format documented there: header Vec, overlapping
   and owned index sets in natural numbering, Phi~ as AIJ). The local part is PCASM on those index
   sets (basic for mode 0, restrict for mode 1; sub-solves default to LU, options prefix
-  pc_ddlearn_local_), the coarse part a Galerkin matrix solved redundantly with LU (options
+  pc_ddlearn_local_), the coarse part a Galerkin matrix factored and solved on rank 0 (options
   prefix pc_ddlearn_coarse_). Load with
 
       -dll_append libddlearn_petsc.so -pc_type ddlearn -pc_ddlearn_model FILE
@@ -20,7 +20,7 @@ typedef struct {
   char     model[PETSC_MAX_PATH_LEN];
   PetscInt n, N, n0, mode, overlap, nlocal_sub;
   PC       local;
-  KSP      coarse;
+  KSP      coarse; /* sequential, on rank 0 only */
   Mat      Phi, A0;
   Vec      xc, yc;
 } PC_DDLearn;
@@ -165,19 +165,56 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
   }
   PetscCall(PetscFree2(over, owned));
 
-  /* Coarse part: Galerkin matrix, solved redundantly with LU. */
-  PetscCall(MatPtAP(pc->pmat, dd->Phi, MAT_INITIAL_MATRIX, PETSC_DETERMINE, &dd->A0));
-  PetscCall(KSPCreate(comm, &dd->coarse));
-  PetscCall(KSPSetOptionsPrefix(dd->coarse, prefix));
-  PetscCall(KSPAppendOptionsPrefix(dd->coarse, "pc_ddlearn_coarse_"));
-  PetscCall(KSPSetOperators(dd->coarse, dd->A0, dd->A0));
-  PetscCall(KSPSetType(dd->coarse, KSPPREONLY));
-  PetscCall(KSPGetPC(dd->coarse, &cpc));
-  PetscCall(PCSetType(cpc, PCREDUNDANT));
-  PetscCall(KSPSetFromOptions(dd->coarse));
-  PetscCall(KSPSetUp(dd->coarse));
+  /* Coarse part: all n_0 columns of Phi~ live on rank 0, so Phi~^T x lands there; rank 0 alone
+     factors the Galerkin matrix (sequential copy of A0, LU by default, options prefix
+     pc_ddlearn_coarse_) and solves, as the Python PC does. */
+  {
+    Mat       A0par, *seq;
+    IS        want;
+    PetscInt  n0here = rank == 0 ? dd->n0 : 0;
+
+    PetscCall(MatPtAP(pc->pmat, dd->Phi, MAT_INITIAL_MATRIX, PETSC_DETERMINE, &A0par));
+    PetscCall(ISCreateStride(PETSC_COMM_SELF, n0here, 0, 1, &want));
+    PetscCall(MatCreateSubMatrices(A0par, 1, &want, &want, MAT_INITIAL_MATRIX, &seq));
+    dd->A0 = seq[0];
+    PetscCall(PetscFree(seq));
+    PetscCall(ISDestroy(&want));
+    PetscCall(MatDestroy(&A0par));
+    if (rank == 0) {
+      PetscCall(KSPCreate(PETSC_COMM_SELF, &dd->coarse));
+      PetscCall(KSPSetOptionsPrefix(dd->coarse, prefix));
+      PetscCall(KSPAppendOptionsPrefix(dd->coarse, "pc_ddlearn_coarse_"));
+      PetscCall(KSPSetOperators(dd->coarse, dd->A0, dd->A0));
+      PetscCall(KSPSetType(dd->coarse, KSPPREONLY));
+      PetscCall(KSPGetPC(dd->coarse, &cpc));
+      PetscCall(PCSetType(cpc, PCLU));
+      PetscCall(KSPSetFromOptions(dd->coarse));
+      PetscCall(KSPSetUp(dd->coarse));
+    }
+  }
   PetscCall(MatCreateVecs(dd->Phi, &dd->xc, NULL));
   PetscCall(VecDuplicate(dd->xc, &dd->yc));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* yc = A0^{-1} xc (or A0^{-T}) on rank 0, through sequential views of the coarse vectors. */
+static PetscErrorCode DDLearnCoarseSolve(PC_DDLearn *dd, PetscBool transpose)
+{
+  Vec          xs, ys;
+  PetscScalar *xa, *ya;
+
+  PetscFunctionBegin;
+  if (!dd->coarse) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(VecGetArray(dd->xc, &xa));
+  PetscCall(VecGetArray(dd->yc, &ya));
+  PetscCall(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, dd->n0, xa, &xs));
+  PetscCall(VecCreateSeqWithArray(PETSC_COMM_SELF, 1, dd->n0, ya, &ys));
+  if (transpose) PetscCall(KSPSolveTranspose(dd->coarse, xs, ys));
+  else PetscCall(KSPSolve(dd->coarse, xs, ys));
+  PetscCall(VecDestroy(&xs));
+  PetscCall(VecDestroy(&ys));
+  PetscCall(VecRestoreArray(dd->xc, &xa));
+  PetscCall(VecRestoreArray(dd->yc, &ya));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -188,7 +225,7 @@ static PetscErrorCode PCApply_DDLearn(PC pc, Vec x, Vec y)
   PetscFunctionBegin;
   PetscCall(PCApply(dd->local, x, y));
   PetscCall(MatMultTranspose(dd->Phi, x, dd->xc));
-  PetscCall(KSPSolve(dd->coarse, dd->xc, dd->yc));
+  PetscCall(DDLearnCoarseSolve(dd, PETSC_FALSE));
   PetscCall(MatMultAdd(dd->Phi, dd->yc, y, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -200,7 +237,7 @@ static PetscErrorCode PCApplyTranspose_DDLearn(PC pc, Vec x, Vec y)
   PetscFunctionBegin;
   PetscCall(PCApplyTranspose(dd->local, x, y));
   PetscCall(MatMultTranspose(dd->Phi, x, dd->xc));
-  PetscCall(KSPSolveTranspose(dd->coarse, dd->xc, dd->yc));
+  PetscCall(DDLearnCoarseSolve(dd, PETSC_TRUE));
   PetscCall(MatMultAdd(dd->Phi, dd->yc, y, y));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
