@@ -24,7 +24,7 @@ from .attention import SchwarzAttention, padded_blocks
 from .layout import Layout
 
 __all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
-           "collective_check", "PetscExactSolver", "shared_sum"]
+           "collective_check", "PetscExactSolver", "shared_sum", "apply_columns"]
 
 
 def collective_check(comm, ok: bool, message: str) -> None:
@@ -34,6 +34,18 @@ def collective_check(comm, ok: bool, message: str) -> None:
     errors = [m for m in bad if m is not None]
     if errors:
         raise ValueError(errors[0])
+
+
+def apply_columns(apply, X: np.ndarray, x: PETSc.Vec, y: PETSc.Vec) -> np.ndarray:
+    """Rows of ``X`` (this rank's part of each right-hand side) through the PETSc operation
+    ``apply(x, y)``, one right-hand side at a time, using the work vectors ``x`` and ``y``
+    (collective); returns the rows of the results, ``(B, local size of y)``."""
+    out = np.empty((X.shape[0], y.getLocalSize()))
+    for b, row in enumerate(X):
+        x.setArray(row)
+        apply(x, y)
+        out[b] = y.getArray(readonly=True)
+    return out
 
 
 class OverlapScatter:
@@ -108,21 +120,11 @@ class CoarseMap:
 
     def restrict(self, x: np.ndarray) -> np.ndarray:
         """``(B, nlocal)`` → ``(B, n0 on the coarse rank, else 0)``."""
-        out = np.empty((x.shape[0], self.n0_local))
-        for b, row in enumerate(x):
-            self.yf.setArray(row)
-            self.Phi.multTranspose(self.yf, self.xc)
-            out[b] = self.xc.getArray(readonly=True)
-        return out
+        return apply_columns(self.Phi.multTranspose, x, self.yf, self.xc)
 
     def prolong(self, c: np.ndarray) -> np.ndarray:
         """``(B, n0 or 0)`` → ``(B, nlocal)``."""
-        out = np.empty((c.shape[0], self.layout.nlocal))
-        for b, row in enumerate(c):
-            self.xc.setArray(row)
-            self.Phi.mult(self.xc, self.yf)
-            out[b] = self.yf.getArray(readonly=True)
-        return out
+        return apply_columns(self.Phi.mult, c, self.xc, self.yf)
 
     def destroy(self):
         for o in (self.Phi, self.xc, self.yf):
@@ -379,12 +381,7 @@ class PetscExactSolver:
         self.b, self.x = A.createVecs()
 
     def __call__(self, F: np.ndarray) -> np.ndarray:
-        U = np.empty_like(F, dtype=np.float64)
-        for k, f in enumerate(F):
-            self.b.setArray(f)
-            self.ksp.solve(self.b, self.x)
-            U[k] = self.x.getArray(readonly=True)
-        return U
+        return apply_columns(self.ksp.solve, F, self.b, self.x)
 
     def destroy(self):
         for o in (self.ksp, self.b, self.x):

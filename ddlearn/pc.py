@@ -112,7 +112,7 @@ class SchwarzAttentionPC:
                          f"the model's decomposition needs ({layout.nlocal}, {layout.n}): assemble "
                          f"A with ddlearn.layout.Layout for the model's decomposition, or load a "
                          f"model trained for this problem")
-        from solvers.schwarz import TwoLevelSchwarz, configure_asm
+        from solvers.schwarz import TwoLevelSchwarz, asm_pc
 
         if self.mode in VARIANTS and self.two_level is None:
             saved = self.model.meta.get("fingerprint")
@@ -129,12 +129,7 @@ class SchwarzAttentionPC:
             self.two_level = TwoLevelSchwarz(layout, self.Phi_tilde, VARIANTS[self.mode])
             self.two_level.setUp(pc)
         if self.mode == "additive" and self.asm is None:
-            self.asm = PETSc.PC().create(comm=comm)
-            self.asm.setOptionsPrefix((pc.getOptionsPrefix() or "") + "ddlearn_local_")
-            self.asm.setOperators(P, P)
-            configure_asm(self.asm, layout, "basic")
-            self.asm.setFromOptions()
-            self.asm.setUp()
+            self.asm = asm_pc(P, layout, "basic", (pc.getOptionsPrefix() or "") + "ddlearn_local_")
             self.work = P.createVecLeft()
 
     def _apply(self, pc, x, y, transpose):

@@ -34,7 +34,7 @@ import torch
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from .distributed import _linear_map, shared_sum
+from .distributed import _linear_map, apply_columns, shared_sum
 from .learned import LearnedBasis
 
 __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "distributed_basis",
@@ -93,19 +93,10 @@ class PCTrainResult:
 
 
 def _column_map(layout, apply):
-    """``(B, nlocal)`` numpy batch → batch, applying the PETSc operation ``apply(x, y)`` to one
-    column at a time (collective)."""
+    """``(B, nlocal)`` numpy batch → batch through the PETSc operation ``apply(x, y)``, with
+    work vectors of ``layout`` (returned too, for the caller to destroy)."""
     x, y = layout.vec(), layout.vec()
-
-    def run(X):
-        out = np.empty_like(X)
-        for b, row in enumerate(X):
-            x.setArray(row)
-            apply(x, y)
-            out[b] = y.getArray(readonly=True)
-        return out
-
-    return run, (x, y)
+    return (lambda X: apply_columns(apply, X, x, y)), (x, y)
 
 
 class CombinedMethod:
@@ -114,16 +105,11 @@ class CombinedMethod:
     :math:`\tilde\Phi(\theta)`, and PCG unrolled over them (collective throughout)."""
 
     def __init__(self, basis: LearnedBasis, layout, A: PETSc.Mat):
-        from solvers.schwarz import configure_asm
+        from solvers.schwarz import asm_pc
 
         self.basis, self.layout, self.A = basis, layout, A
         self.mpi = layout.comm.tompi4py()
-        self.asm = PETSc.PC().create(comm=layout.comm)
-        self.asm.setOptionsPrefix("ddlearn_train_local_")
-        self.asm.setOperators(A, A)
-        configure_asm(self.asm, layout, "basic")
-        self.asm.setFromOptions()
-        self.asm.setUp()
+        self.asm = asm_pc(A, layout, "basic", "ddlearn_train_local_")
         amul, self._avecs = _column_map(layout, A.mult)
         m1, self._mvecs = _column_map(layout, self.asm.apply)
         self._A, self._M1 = _linear_map(amul, amul), _linear_map(m1, m1)
@@ -190,15 +176,10 @@ def distributed_basis(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, omega=None) -> 
     r"""The :class:`~ddlearn.learned.LearnedBasis` of a distributed :math:`S_\theta` on this
     rank's rows, with :math:`\Psi = M_{RAS}^{-1}A\Phi` from PETSc (PCASM ``restrict``, one
     column at a time) and ``omega`` the global smoothing weights (default 0; collective)."""
-    from solvers.schwarz import configure_asm
+    from solvers.schwarz import asm_pc
 
     Phi_rows = sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()
-    ras = PETSc.PC().create(comm=layout.comm)
-    ras.setOptionsPrefix("ddlearn_basis_ras_")
-    ras.setOperators(A, A)
-    configure_asm(ras, layout, "restrict")
-    ras.setFromOptions()
-    ras.setUp()
+    ras = asm_pc(A, layout, "restrict", "ddlearn_basis_ras_")
     amul, avecs = _column_map(layout, A.mult)
     smooth, svecs = _column_map(layout, ras.apply)
     try:

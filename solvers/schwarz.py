@@ -14,7 +14,7 @@ from petsc4py import PETSc
 
 from .options import set_defaults
 
-__all__ = ["configure_asm", "CoarseCorrection", "TwoLevelSchwarz", "ASM_TYPES"]
+__all__ = ["configure_asm", "asm_pc", "CoarseCorrection", "TwoLevelSchwarz", "ASM_TYPES"]
 
 ASM_TYPES = {"basic": PETSc.PC.ASMType.BASIC, "restrict": PETSc.PC.ASMType.RESTRICT,
              "interpolate": PETSc.PC.ASMType.INTERPOLATE}
@@ -36,6 +36,18 @@ def configure_asm(pc: PETSc.PC, layout, variant: str = "basic") -> PETSc.PC:
     pc.setASMLocalSubdomains(len(overlapping), overlapping, owned)
     for s in overlapping + owned:
         s.destroy()
+    return pc
+
+
+def asm_pc(A: PETSc.Mat, layout, variant: str = "basic", prefix: str = "") -> PETSc.PC:
+    """A set-up stand-alone one-level Schwarz PC (:func:`configure_asm`) for ``A`` on
+    ``layout``'s subdomains, reading options under ``prefix``."""
+    pc = PETSc.PC().create(comm=A.getComm())
+    pc.setOptionsPrefix(prefix)
+    pc.setOperators(A, A)
+    configure_asm(pc, layout, variant)
+    pc.setFromOptions()
+    pc.setUp()
     return pc
 
 
@@ -121,12 +133,7 @@ class TwoLevelSchwarz:
         self.reset(pc)
         _, P = pc.getOperators()
         prefix = pc.getOptionsPrefix() or ""
-        self.local = PETSc.PC().create(comm=pc.getComm())
-        self.local.setOptionsPrefix(prefix + "local_")
-        self.local.setOperators(P, P)
-        configure_asm(self.local, self.layout, self.variant)
-        self.local.setFromOptions()
-        self.local.setUp()
+        self.local = asm_pc(P, self.layout, self.variant, prefix + "local_")
         self.coarse = CoarseCorrection(P, self.Phi, self.layout.coarse_rank, prefix)
 
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:
