@@ -18,7 +18,7 @@
 
 typedef struct {
   char     model[PETSC_MAX_PATH_LEN];
-  PetscInt n, N, n0, mode, overlap, nlocal_sub;
+  PetscInt n, N, n0, mode, overlap;
   PC       local;
   KSP      coarse; /* sequential, on rank 0 only */
   Mat      Phi, A0;
@@ -121,7 +121,6 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
   PetscCall(MatGetOwnershipRanges(pc->pmat, &ranges));
   for (count = 0, s = 0; s < dd->N; s++)
     if (DDLearnOwner(ranges, size, idx[1][(off[1][s] + off[1][s + 1]) / 2]) == rank) count++;
-  dd->nlocal_sub = count;
   PetscCall(PetscMalloc2(count, &over, count, &owned));
   for (k = 0, s = 0; s < dd->N; s++) {
     if (DDLearnOwner(ranges, size, idx[1][(off[1][s] + off[1][s + 1]) / 2]) != rank) continue;
@@ -218,27 +217,31 @@ static PetscErrorCode DDLearnCoarseSolve(PC_DDLearn *dd, PetscBool transpose)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-static PetscErrorCode PCApply_DDLearn(PC pc, Vec x, Vec y)
+/* y = M^{-1} x (or M^{-T} x): local part, then the coarse correction added. */
+static PetscErrorCode DDLearnApply(PC pc, Vec x, Vec y, PetscBool transpose)
 {
   PC_DDLearn *dd = (PC_DDLearn *)pc->data;
 
   PetscFunctionBegin;
-  PetscCall(PCApply(dd->local, x, y));
+  if (transpose) PetscCall(PCApplyTranspose(dd->local, x, y));
+  else PetscCall(PCApply(dd->local, x, y));
   PetscCall(MatMultTranspose(dd->Phi, x, dd->xc));
-  PetscCall(DDLearnCoarseSolve(dd, PETSC_FALSE));
+  PetscCall(DDLearnCoarseSolve(dd, transpose));
   PetscCall(MatMultAdd(dd->Phi, dd->yc, y, y));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode PCApply_DDLearn(PC pc, Vec x, Vec y)
+{
+  PetscFunctionBegin;
+  PetscCall(DDLearnApply(pc, x, y, PETSC_FALSE));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 static PetscErrorCode PCApplyTranspose_DDLearn(PC pc, Vec x, Vec y)
 {
-  PC_DDLearn *dd = (PC_DDLearn *)pc->data;
-
   PetscFunctionBegin;
-  PetscCall(PCApplyTranspose(dd->local, x, y));
-  PetscCall(MatMultTranspose(dd->Phi, x, dd->xc));
-  PetscCall(DDLearnCoarseSolve(dd, PETSC_TRUE));
-  PetscCall(MatMultAdd(dd->Phi, dd->yc, y, y));
+  PetscCall(DDLearnApply(pc, x, y, PETSC_TRUE));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
