@@ -26,17 +26,14 @@ BUILD = os.path.join(ROOT, "build")
 
 def _model(n, N):
     import numpy as np
-    import torch
 
     from ddlearn.decomposition import Decomposition
-    from ddlearn.learned import basis_correction_model
+    from ddlearn.learned import basis_correction_model, perturb_
     from ddlearn.problems import make_problem
 
     p = make_problem("poisson2d", n)
     S = basis_correction_model(Decomposition(p.grid, N, 1), 8, seed=2)
-    with torch.no_grad():
-        S.Q.normal_(0.0, 0.05, generator=torch.Generator().manual_seed(4))
-        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    perturb_(S, 0.05, 4)
     return p, S, np.linspace(0.0, 0.5, N)
 
 

@@ -44,8 +44,8 @@ from .attention import SchwarzAttention
 from .coarse import coarse_space
 from .decomposition import Decomposition
 
-__all__ = ["KIND", "VARIANTS", "basis_correction_model", "LearnedBasis", "aslinearoperator",
-           "describe"]
+__all__ = ["KIND", "VARIANTS", "basis_correction_model", "perturb_", "LearnedBasis",
+           "aslinearoperator", "describe"]
 
 KIND = "learned-two-level"
 #: local part of each mode: ``basic`` (SPD, CG) or ``restrict`` (RAS, GMRES/FGMRES)
@@ -63,6 +63,16 @@ def basis_correction_model(dec: Decomposition, r_local: int = 8, seed: int = 0,
     with torch.no_grad():
         model.Q.zero_()
     return model
+
+
+@torch.no_grad()
+def perturb_(S: SchwarzAttention, scale: float, seed: int) -> SchwarzAttention:
+    r"""Draw every :math:`Q_i` entry from :math:`\mathcal N(0, \mathrm{scale}^2)` (padding stays
+    zero): a basis correction away from the classical start, so that tests and benchmarks
+    exercise every learned piece. Returns ``S``."""
+    S.Q.normal_(0.0, scale, generator=torch.Generator().manual_seed(seed))
+    S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    return S
 
 
 class LearnedBasis(nn.Module):

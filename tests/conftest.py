@@ -1,4 +1,5 @@
 """Shared helpers for serial and MPI (pytest-mpi) tests."""
+import contextlib
 import os
 import tempfile
 
@@ -35,6 +36,50 @@ def raised_everywhere(fn, exc=ValueError):
             err = err.__cause__ or err.__context__
         msg = " <- ".join(parts)
     return MPI.COMM_WORLD.allgather(msg)
+
+
+@contextlib.contextmanager
+def petsc_options(values: dict):
+    """Put ``values`` into the PETSc options database for the ``with`` block only."""
+    from petsc4py import PETSc
+
+    opts = PETSc.Options()
+    for k, v in values.items():
+        opts.setValue(k, v)
+    try:
+        yield
+    finally:
+        for k in values:
+            opts.delValue(k)
+
+
+def _schwarz_attention_options(prefix: str, ddlearn: dict) -> dict:
+    """Options selecting ``ddlearn.pc.SchwarzAttentionPC`` under ``prefix``, with its
+    ``-ddlearn_*`` settings."""
+    return {f"{prefix}pc_type": "python",
+            f"{prefix}pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
+            **{f"{prefix}ddlearn_{k}": v for k, v in ddlearn.items()}}
+
+
+def solve_with_pc_options(A, b, prefix: str, ksp: str = "cg", **ddlearn):
+    """Solve with SchwarzAttentionPC selected purely through the options database."""
+    from solvers.krylov import solve
+
+    with petsc_options(_schwarz_attention_options(prefix, ddlearn)):
+        return solve(A, b, lambda pc: None, ksp_type=ksp, rtol=1e-8, prefix=prefix)
+
+
+def pc_from_options(A, prefix: str, **ddlearn):
+    """A set-up SchwarzAttentionPC for ``A`` built from the options database alone."""
+    from petsc4py import PETSc
+
+    pc = PETSc.PC().create(comm=A.getComm())
+    pc.setOptionsPrefix(prefix)
+    with petsc_options(_schwarz_attention_options(prefix, ddlearn)):
+        pc.setOperators(A, A)
+        pc.setFromOptions()
+        pc.setUp()
+    return pc
 
 
 @pytest.fixture

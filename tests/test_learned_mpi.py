@@ -2,20 +2,18 @@
 scipy adapter, SPD, trained identically on any rank count, never worse than classical."""
 import numpy as np
 import pytest
-import torch
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import raised_everywhere
+from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
 from ddlearn.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
 from ddlearn.distributed import DistributedSchwarzAttention
 from ddlearn.layout import Layout
-from ddlearn.learned import KIND, aslinearoperator, basis_correction_model
+from ddlearn.learned import KIND, aslinearoperator, basis_correction_model, perturb_
 from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
                                  held_out_iterations, held_out_rhs, train_preconditioner)
 from ddlearn.problems import make_problem
-from solvers.krylov import solve
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -27,9 +25,7 @@ OMEGA = lambda N: np.linspace(-0.3, 0.9, N)  # noqa: E731  smoothing weights awa
 def _perturbed(dec, scale=0.2):
     """A serial basis correction away from the classical start, the same on every rank."""
     S = basis_correction_model(dec, r_local=3, seed=1)
-    with torch.no_grad():
-        S.Q.normal_(0.0, scale, generator=torch.Generator().manual_seed(5))
-        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    perturb_(S, scale, 5)
     return S
 
 
@@ -44,24 +40,6 @@ def _save(tmp_path, name, S, problem, coarse="hats"):
     return path
 
 
-def _options(values: dict):
-    opts = PETSc.Options()
-    for k, v in values.items():
-        opts.setValue(k, v)
-    return lambda: [opts.delValue(k) for k in values]
-
-
-def _pc_solve(A, b, path, prefix, ksp="cg", **extra):
-    clear = _options({f"{prefix}pc_type": "python",
-                      f"{prefix}pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
-                      f"{prefix}ddlearn_model": path,
-                      **{f"{prefix}{k}": v for k, v in extra.items()}})
-    try:
-        return solve(A, b, lambda pc: None, ksp_type=ksp, rtol=1e-8, prefix=prefix)
-    finally:
-        clear()
-
-
 @pytest.mark.parametrize("name,n,N,overlap", [("poisson1d", 255, 8, 2), ("poisson2d", 23, 9, 1)])
 def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
     p = make_problem(name, n)
@@ -71,23 +49,14 @@ def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
     A = layout.matrix(p)
     xs = np.random.default_rng(0).uniform(-1, 1, p.n)
     b = layout.from_natural(xs)
-    res = _pc_solve(A, b, path, "lrn_")
+    res = solve_with_pc_options(A, b, "lrn_", model=path)
     assert res.converged and res.rnorm_true < 1e-8, res
-    res_r = _pc_solve(A, b, path, "lrr_", ksp="gmres", ddlearn_mode="learned_restricted")
+    res_r = solve_with_pc_options(A, b, "lrr_", ksp="gmres", model=path,
+                                  mode="learned_restricted")
     assert res_r.converged and res_r.rnorm_true < 1e-8, res_r
     # the PC's apply equals the serial scipy adapter; symmetric and positive in CG mode
     for mode in ("learned", "learned_restricted"):
-        pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
-        pc.setOptionsPrefix("lap_")
-        clear = _options({"lap_pc_type": "python", "lap_ddlearn_mode": mode,
-                          "lap_pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
-                          "lap_ddlearn_model": path})
-        try:
-            pc.setOperators(A, A)
-            pc.setFromOptions()
-            pc.setUp()
-        finally:
-            clear()
+        pc = pc_from_options(A, "lap_", model=path, mode=mode)
         ys = np.random.default_rng(1).standard_normal(p.n)
         X, Y, MX, MY = b, layout.from_natural(ys), layout.vec(), layout.vec()
         pc.apply(X, MX), pc.apply(Y, MY)
@@ -168,13 +137,17 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
     b_ch = A_ch.createVecLeft()
     b_ch.set(1.0)
     cases = [
-        (lambda: _pc_solve(A_ch, b_ch, path2, "b0_"), "is not the one this learned preconditioner"),
-        (lambda: _pc_solve(A_other, b_other, path, "b1_"), "the model's decomposition needs"),
-        (lambda: _pc_solve(A, b, corrupt, "b2_"), "not a readable ddlearn checkpoint"),
-        (lambda: _pc_solve(A, b, str(tmp_path / "none.pt"), "b3_"), "no checkpoint"),
-        (lambda: _pc_solve(A, b, path, "b4_", ddlearn_mode="learned_restricted"),
+        (lambda: solve_with_pc_options(A_ch, b_ch, "b0_", model=path2),
+         "is not the one this learned preconditioner"),
+        (lambda: solve_with_pc_options(A_other, b_other, "b1_", model=path),
+         "the model's decomposition needs"),
+        (lambda: solve_with_pc_options(A, b, "b2_", model=corrupt),
+         "not a readable ddlearn checkpoint"),
+        (lambda: solve_with_pc_options(A, b, "b3_", model=str(tmp_path / "none.pt")),
+         "no checkpoint"),
+        (lambda: solve_with_pc_options(A, b, "b4_", model=path, mode="learned_restricted"),
          "is not symmetric, so CG does not apply"),
-        (lambda: _pc_solve(A, b, path, "b5_", ksp="gmres", ddlearn_mode="attention"),
+        (lambda: solve_with_pc_options(A, b, "b5_", model=path, ksp="gmres", mode="attention"),
          "this one is a learned preconditioner"),
     ]
     for run, expected in cases:

@@ -5,13 +5,12 @@ import torch
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import raised_everywhere
+from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
 from ddlearn import checkpoint
 from ddlearn.attention import SchwarzAttention
 from ddlearn.layout import Layout
 from ddlearn.problems import make_problem
 from solvers import reference
-from solvers.krylov import solve
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -26,13 +25,6 @@ def _model_file(tmp_path, problem, N, overlap, r, symmetric=True, name="pc.pt"):
     return path, model
 
 
-def _options(values: dict):
-    opts = PETSc.Options()
-    for k, v in values.items():
-        opts.setValue(k, v)
-    return lambda: [opts.delValue(k) for k in values]
-
-
 @pytest.mark.parametrize("name,n,N,overlap", [("poisson1d", 255, 8, 2), ("poisson2d", 23, 9, 1)])
 def test_pc_from_options_solves_and_matches_reference(tmp_path, name, n, N, overlap):
     p = make_problem(name, n)
@@ -40,26 +32,10 @@ def test_pc_from_options_solves_and_matches_reference(tmp_path, name, n, N, over
     layout = Layout(model.dec)
     A = layout.matrix(p)
     b = layout.from_natural(np.random.default_rng(0).uniform(-1, 1, p.n))
-    clear = _options({"pctest_pc_type": "python",
-                      "pctest_pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
-                      "pctest_ddlearn_model": path, "pctest_ddlearn_mode": "additive"})
-    try:
-        res = solve(A, b, lambda pc: None, ksp_type="cg", rtol=1e-8, prefix="pctest_")
-    finally:
-        clear()
+    res = solve_with_pc_options(A, b, "pctest_", model=path, mode="additive")
     assert res.converged and res.rnorm_true < 1e-8, res
     # the same PC built directly: apply equals the serial reference, symmetric and positive
-    pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
-    pc.setOptionsPrefix("pcapply_")
-    clear = _options({"pcapply_pc_type": "python",
-                      "pcapply_pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
-                      "pcapply_ddlearn_model": path})
-    try:
-        pc.setOperators(A, A)
-        pc.setFromOptions()
-        pc.setUp()
-    finally:
-        clear()
+    pc = pc_from_options(A, "pcapply_", model=path)
     rng = np.random.default_rng(3)
     xs, ys = rng.standard_normal(p.n), rng.standard_normal(p.n)
     X, Y, MX, MY = layout.from_natural(xs), layout.from_natural(ys), layout.vec(), layout.vec()
@@ -101,13 +77,8 @@ def test_pc_bad_inputs_on_every_rank(tmp_path):
     b = other.createVecLeft()
     b.set(1.0)
 
-    def run(opts, A=other, ksp="cg"):
-        clear = _options({"bad_pc_type": "python", "bad_pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
-                          **{f"bad_ddlearn_{k}": v for k, v in opts.items()}})
-        try:
-            return solve(A, b, lambda pc: None, ksp_type=ksp, prefix="bad_")
-        finally:
-            clear()
+    def run(opts):
+        return solve_with_pc_options(other, b, "bad_", **opts)
 
     msgs = raised_everywhere(lambda: run({"model": path}), exc=Exception)
     assert all(m and "the model's decomposition needs" in m for m in msgs), msgs

@@ -14,13 +14,13 @@ import numpy as np
 import petsc4py
 
 petsc4py.init([])
-import torch  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn import export  # noqa: E402
 from ddlearn.decomposition import Decomposition  # noqa: E402
 from ddlearn.distributed import DistributedSchwarzAttention  # noqa: E402
-from ddlearn.learned import KIND, LearnedBasis, aslinearoperator, basis_correction_model  # noqa: E402
+from ddlearn.learned import (KIND, LearnedBasis, aslinearoperator,  # noqa: E402
+                             basis_correction_model, perturb_)
 from ddlearn.pc import SchwarzAttentionPC  # noqa: E402
 from ddlearn.problems import make_problem  # noqa: E402
 from solvers.krylov import solve  # noqa: E402
@@ -31,9 +31,7 @@ def main(out, n=31, N=16):
     p = make_problem("poisson2d", n)
     dec = Decomposition(p.grid, N, 1)
     S = basis_correction_model(dec, 3, seed=2)
-    with torch.no_grad():
-        S.Q.normal_(0.0, 0.2, generator=torch.Generator().manual_seed(4))
-        S.Q.mul_((S.sqrtD > 0)[..., None].to(S.Q.dtype))
+    perturb_(S, 0.2, 4)
     omega = np.linspace(-0.2, 0.6, N)
     export.export(os.path.join(out, "model.petsc"), LearnedBasis.serial(S, p, omega=omega))
     x = np.random.default_rng(1).standard_normal(p.n)
