@@ -26,13 +26,13 @@ def worker(out: str) -> None:
     from mpi4py import MPI
     from petsc4py import PETSc
 
-    from ddlearn.attention import SchwarzAttention
-    from ddlearn.data import make_splits
-    from ddlearn.distributed import DistributedSchwarzAttention, PetscExactSolver
-    from ddlearn.layout import Layout
-    from ddlearn.problems import Poisson1D
-    from ddlearn.training import TrainConfig, train
-    from solvers.schwarz import configure_asm
+    from ddlearn.learned.attention import SchwarzAttention
+    from ddlearn.learned.data import make_splits
+    from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
+    from ddlearn.decomposition.layout import Layout
+    from ddlearn.decomposition.problems import Poisson1D
+    from ddlearn.learned.training import TrainConfig, train
+    from ddlearn.classical.overlapping import configure_asm
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
@@ -84,7 +84,7 @@ def worker(out: str) -> None:
 
     def step():
         opt.zero_grad()
-        from ddlearn.distributed import allreduce_sum
+        from ddlearn.learned.distributed import allreduce_sum
         allreduce_sum((d(F) ** 2).sum()[None], comm).sum().backward()
         opt.step()
 

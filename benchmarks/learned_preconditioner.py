@@ -29,7 +29,7 @@ def rhs_sets(problem):
     """name -> natural-ordering right-hand side, none of them seen in training."""
     import numpy as np
 
-    from ddlearn.data import fourier_rhs
+    from ddlearn.learned.data import fourier_rhs
 
     out = {f"random{s}": np.random.default_rng(100 + s).uniform(-1, 1, problem.n) for s in range(3)}
     point = np.zeros(problem.n)
@@ -44,13 +44,13 @@ def run_case(name, n, N, overlap, steps, extra):
     import torch
     from petsc4py import PETSc
 
-    from ddlearn.distributed import DistributedSchwarzAttention
-    from ddlearn.learned import KIND, basis_correction_model
-    from ddlearn.pc import SchwarzAttentionPC
-    from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
+    from ddlearn.learned.distributed import DistributedSchwarzAttention
+    from ddlearn.learned.basis import basis_correction_model, learned_meta
+    from ddlearn.pc import TwoLevelSchwarzPC
+    from ddlearn.learned.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
                                      train_preconditioner)
-    from ddlearn.problems import make_problem
-    from solvers.krylov import solve
+    from ddlearn.decomposition.problems import make_problem
+    from ddlearn.classical.krylov import solve
     from solvers.methods import METHODS, Case
 
     torch.set_num_threads(1)
@@ -60,11 +60,11 @@ def run_case(name, n, N, overlap, steps, extra):
     PETSc.Sys.Print(f"{name} n={problem.n} N={N}: training ...")
     basis = distributed_basis(S, case.layout, case.A, case.Phi)
     tr = train_preconditioner(basis, case.layout, case.A, PCTrainConfig(steps=steps))
-    S.meta.update(preconditioner=KIND, coarse=case.coarse,
-                  smoothing=gather_smoothing(basis, case.layout))
+    S.meta.update(learned_meta(case.coarse, gather_smoothing(basis, case.layout), case.layout,
+                               case.A))
     methods = {"twolevel": lambda pc: METHODS["twolevel"](pc, case),
                "learned": lambda pc: (pc.setType("python"),
-                                      pc.setPythonContext(SchwarzAttentionPC(S, "learned")))}
+                                      pc.setPythonContext(TwoLevelSchwarzPC(model=S)))}
     for m in extra:
         methods[m] = lambda pc, f=METHODS[m]: f(pc, case)
     rows = []

@@ -28,8 +28,8 @@ def _model(n, N):
     import numpy as np
 
     from ddlearn.decomposition import Decomposition
-    from ddlearn.learned import basis_correction_model, perturb_
-    from ddlearn.problems import make_problem
+    from ddlearn.learned.basis import basis_correction_model, perturb_
+    from ddlearn.decomposition.problems import make_problem
 
     p = make_problem("poisson2d", n)
     S = basis_correction_model(Decomposition(p.grid, N, 1), 8, seed=2)
@@ -47,21 +47,21 @@ def worker(args):
     from mpi4py import MPI
     from petsc4py import PETSc
 
-    from ddlearn.distributed import DistributedSchwarzAttention
-    from ddlearn.learned import KIND
-    from ddlearn.pc import SchwarzAttentionPC
-    from solvers.krylov import solve
+    from ddlearn.learned.distributed import DistributedSchwarzAttention
+    from ddlearn.learned.basis import learned_meta
+    from ddlearn.pc import TwoLevelSchwarzPC
+    from ddlearn.classical.krylov import solve
 
     PETSc.Log.begin()
     p, S, omega = _model(args.n, args.N)
     d = DistributedSchwarzAttention(S)
-    d.meta.update(preconditioner=KIND, coarse="hats", smoothing=omega.tolist())
     A = d.layout.matrix(p)
+    d.meta.update(learned_meta("hats", omega, d.layout, A))
     b = d.layout.from_natural(np.ones(p.n))
     pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
     pc.setOperators(A, A)
     pc.setType("python")
-    pc.setPythonContext(SchwarzAttentionPC(model=d))
+    pc.setPythonContext(TwoLevelSchwarzPC(model=d))
     pc.setUp()
     y = b.duplicate()
     PETSc.COMM_WORLD.barrier()
@@ -71,7 +71,7 @@ def worker(args):
     dt = MPI.COMM_WORLD.allreduce(time.perf_counter() - t, op=MPI.MAX) / args.applies
     event = PETSc.Log.Event("PCApply")
     before = event.getPerfInfo()
-    res = solve(A, b, lambda q: (q.setType("python"), q.setPythonContext(SchwarzAttentionPC(model=d))))
+    res = solve(A, b, lambda q: (q.setType("python"), q.setPythonContext(TwoLevelSchwarzPC(model=d))))
     after = event.getPerfInfo()
     # PCApply inside CG, as PETSc's log counts it for the native run (slowest rank)
     in_cg = MPI.COMM_WORLD.allreduce(after["time"] - before["time"], op=MPI.MAX) / \
@@ -95,8 +95,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    from ddlearn.export import export
-    from ddlearn.learned import LearnedBasis
+    from ddlearn.pc.export import export
+    from ddlearn.learned.basis import LearnedBasis
 
     program, lib = os.path.join(BUILD, "laplace2d"), os.path.join(BUILD, "libddlearn_petsc.so")
     if not (os.path.exists(program) and os.path.exists(lib)):
@@ -113,7 +113,7 @@ def main(argv=None):
             python = json.loads(py.stdout.strip().splitlines()[-1])
             nat = subprocess.run(["mpiexec", "-n", str(ranks), program, "-n", str(args.n),
                                   "-ksp_type", "cg", "-dll_append", lib, "-pc_type", "ddlearn",
-                                  "-pc_ddlearn_model", model, "-log_view", f":{log}"],
+                                  "-ddlearn_model", model, "-log_view", f":{log}"],
                                  capture_output=True, text=True, check=True)
             fields = next(ln for ln in open(log) if ln.startswith("PCApply ")).split()
             count, tmax = int(fields[1]), float(fields[3])

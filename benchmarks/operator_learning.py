@@ -20,12 +20,12 @@ import time
 
 import torch
 
-from ddlearn.attention import GlobalAttention, SchwarzAttention
-from ddlearn.data import make_splits
-from ddlearn.flare import FLARE, FLAREPlusPlus
-from ddlearn.operator_error import operator_error
-from ddlearn.problems import Poisson1D
-from ddlearn.training import TrainConfig, train
+from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
+from ddlearn.learned.data import make_splits
+from ddlearn.learned.flare import FLARE, FLAREPlusPlus
+from ddlearn.learned.operator_error import operator_error
+from ddlearn.decomposition.problems import Poisson1D
+from ddlearn.learned.training import TrainConfig, train
 
 
 def model_grid(n: int, quick: bool):

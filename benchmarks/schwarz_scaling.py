@@ -19,7 +19,7 @@ import petsc4py
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.problems import make_problem  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from solvers.methods import Case, run_methods  # noqa: E402
 
 FULL = [("poisson1d", 1023, 2, [4, 8, 16, 32, 64]), ("poisson1d", 4095, 2, [4, 8, 16, 32, 64]),

@@ -25,7 +25,7 @@ for it (``train_s`` is 0 then):
   -cache DIR           checkpoint cache (default .ddlearn-cache)
   -learned_steps S -learned_lr LR -learned_lr_smoothing LR -learned_rank R -learned_batch B -learned_cg_steps K
   -learned_eval_every E -learned_eval_rhs M -learned_seed S -learned_objective {error,condition}
-                       the learned preconditioner (ddlearn.learned) and its training inside CG
+                       the learned preconditioner (ddlearn.learned.basis) and its training inside CG
   -attention_steps S -attention_rank R -attention_samples M
                        the paper-form operator alone, trained on Fourier data
 
@@ -42,7 +42,7 @@ import petsc4py
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.problems import make_problem  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from solvers.learned import LearnedSettings  # noqa: E402
 from solvers.methods import DEFAULT_METHODS, Case, parse_methods, run_methods  # noqa: E402
 from solvers.report import format_table, plot_histories  # noqa: E402

@@ -22,8 +22,8 @@ build_native() {
     pcdir=$("$venv/bin/python" -c "import os, petsc; print(os.path.join(petsc.get_petsc_dir(), 'lib', 'pkgconfig'))")
     if [ ! -f "$root/build/CMakeCache.txt" ]; then
         say "native PETSc plugin: configuring (CMake)"
-        PKG_CONFIG_PATH="$pcdir" cmake -S "$root" -B "$root/build" --log-level=WARNING \
-            -DCMAKE_C_COMPILER="$venv/bin/mpicc" -DPython3_EXECUTABLE="$venv/bin/python"
+        PATH="$venv/bin:$PATH" PKG_CONFIG_PATH="$pcdir" cmake -S "$root" -B "$root/build" --log-level=WARNING \
+            -DPython3_EXECUTABLE="$venv/bin/python"
     fi
     cmake --build "$root/build" -j 2 -- --no-print-directory >/dev/null
 }

@@ -1,11 +1,11 @@
 """Learned methods for the comparison harness: train them on the case at hand or load the cached
 checkpoint made for exactly that case.
 
-- ``learned``: the learned two-level preconditioner (:mod:`ddlearn.learned`), trained inside
-  PETSc CG (:func:`ddlearn.pc_training.train_preconditioner`).
+- ``learned``: the learned two-level preconditioner (:mod:`ddlearn.learned.basis`), trained inside
+  PETSc CG (:func:`ddlearn.learned.pc_training.train_preconditioner`).
 - ``attention``: the paper-form Schwarz attention operator alone (symmetric variant, so CG
   can run it), trained to approximate :math:`A^{-1}` on Fourier data as in the paper
-  (:func:`ddlearn.training.train`), all distributed.
+  (:func:`ddlearn.learned.training.train`), all distributed.
 
 A checkpoint's file name carries the problem, decomposition, coarse space and a hash of every
 training setting, and loading re-checks problem and configuration, so a cache hit is always a
@@ -22,11 +22,13 @@ from dataclasses import asdict, dataclass, field
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from ddlearn.attention import SchwarzAttention
-from ddlearn.distributed import DistributedSchwarzAttention, PetscExactSolver
-from ddlearn.learned import KIND, basis_correction_model
-from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
-                                 train_preconditioner)
+from ddlearn.learned.attention import SchwarzAttention
+from ddlearn.learned.basis import KIND, basis_correction_model, learned_meta
+from ddlearn.learned.data import make_splits
+from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
+from ddlearn.learned.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
+                                         train_preconditioner)
+from ddlearn.learned.training import TrainConfig, fit_scale, train
 
 __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
 
@@ -74,27 +76,29 @@ def cache_path(case, kind: str, settings: dict, cache: str) -> str:
                                f"{kind}-{digest}.pt")
 
 
-def _cached(path: str, comm, expect: dict):
-    """The cached distributed model at ``path`` (or ``None``), checked on every rank."""
-    exists = comm.tompi4py().bcast(os.path.exists(path), root=0)
-    if not exists:
-        return None
-    return DistributedSchwarzAttention.load(path, comm=comm, **expect)
+def _cached(path: str, comm, expect: dict, kind: str | None = None) -> bool:
+    """Whether ``path`` holds a checkpoint made for this case (configuration ``expect`` and
+    learned-preconditioner ``kind``), checked on every rank."""
+    if not comm.tompi4py().bcast(os.path.exists(path), root=0):
+        return False
+    model = DistributedSchwarzAttention.load(path, comm=comm, **expect)
+    ok = model.meta.get("preconditioner") == kind
+    model.destroy()
+    return ok
 
 
 def learned_preconditioner(case, settings: LearnedSettings):
-    """``(S_theta, train_seconds)`` for the learned preconditioner of ``case``: from the cache
-    (0 s) or trained now and cached (collective)."""
+    """``(checkpoint, train_seconds)`` for the learned preconditioner of ``case``: from the
+    cache (0 s) or trained now and cached (collective)."""
     comm = case.layout.comm
     cfg = settings.train
     key = {"r_local": settings.r_local, **{k: v for k, v in asdict(cfg).items()
                                            if k != "progress"}}
     path = cache_path(case, "learned", key, settings.cache)
-    model = _cached(path, comm, {"N": case.dec.N, "overlap": case.dec.overlap,
-                                 "r_local": settings.r_local, "grid": list(case.dec.grid)})
-    if model is not None and model.meta.get("preconditioner") == KIND:
+    if _cached(path, comm, {"N": case.dec.N, "overlap": case.dec.overlap,
+                            "r_local": settings.r_local, "grid": list(case.dec.grid)}, KIND):
         PETSc.Sys.Print(f"    loaded {path}")
-        return model, 0.0
+        return path, 0.0
     t0 = time.perf_counter()
     model = DistributedSchwarzAttention(basis_correction_model(case.dec, settings.r_local,
                                                                cfg.seed), comm)
@@ -104,18 +108,16 @@ def learned_preconditioner(case, settings: LearnedSettings):
     PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: held-out CG "
                     f"iterations {result.initial_iterations:g} (classical) -> "
                     f"{result.best_iterations:g} ({result.stopped})")
-    model.save(path, problem=case.problem.describe(), preconditioner=KIND, coarse=case.coarse,
-               smoothing=gather_smoothing(basis, case.layout), training=result.record(),
-               fingerprint=case.layout.fingerprint(case.A).tolist())
-    return model, seconds
+    model.save(path, **learned_meta(case.coarse, gather_smoothing(basis, case.layout),
+                                    case.layout, case.A, result.record(),
+                                    case.problem.describe()))
+    model.destroy()
+    return path, seconds
 
 
 def attention_operator(case, settings: LearnedSettings):
-    """``(M_theta, train_seconds)``: the paper-form operator (symmetric variant) trained on
+    """``(checkpoint, train_seconds)``: the paper-form operator (symmetric variant) trained on
     Fourier data with exact targets, from the cache or trained now (collective)."""
-    from ddlearn.data import make_splits
-    from ddlearn.training import TrainConfig, fit_scale, train
-
     comm = case.layout.comm
     cfg = TrainConfig(steps=settings.attention_steps, batch_size=16, lr=1e-3,
                       eval_every=max(1, settings.attention_steps // 10),
@@ -125,10 +127,9 @@ def attention_operator(case, settings: LearnedSettings):
     path = cache_path(case, "attention", key, settings.cache)
     expect = {"N": case.dec.N, "overlap": case.dec.overlap, "grid": list(case.dec.grid),
               "r_local": settings.attention_rank, "coarse": case.coarse}
-    model = _cached(path, comm, expect)
-    if model is not None:
+    if _cached(path, comm, expect):
         PETSc.Sys.Print(f"    loaded {path}")
-        return model, 0.0
+        return path, 0.0
     t0 = time.perf_counter()
     serial = SchwarzAttention(case.dec.grid, case.dec.N, case.dec.overlap,
                               settings.attention_rank, coarse=case.coarse, symmetric=True,
@@ -149,4 +150,5 @@ def attention_operator(case, settings: LearnedSettings):
     PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: validation error "
                     f"{result.best_val:.3g}")
     model.save(path, problem=case.problem.describe(), data=splits.meta)
-    return model, seconds
+    model.destroy()
+    return path, seconds

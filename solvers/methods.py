@@ -12,12 +12,16 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from ddlearn.coarse import coarse_space
+from ddlearn.classical.krylov import KrylovResult, solve
+from ddlearn.classical.options import set_defaults
+from ddlearn.classical.overlapping import configure_asm
+from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
-from ddlearn.layout import Layout
-from .krylov import KrylovResult, solve
-from .options import set_defaults
-from .schwarz import TwoLevelSchwarz, configure_asm
+from ddlearn.decomposition.coarse import coarse_space
+from ddlearn.decomposition.layout import Layout
+from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC
+
+from . import learned
 
 __all__ = ["Case", "METHODS", "DEFAULT_METHODS", "run_methods", "parse_methods"]
 
@@ -92,20 +96,20 @@ def _gamg(pc, case):
     pc.setType(PETSc.PC.Type.GAMG)
 
 
-def _learned_pc(mode):
-    def configure(pc, case, model):
-        from ddlearn.pc import SchwarzAttentionPC
-
-        pc.setType(PETSc.PC.Type.PYTHON)
-        pc.setPythonContext(SchwarzAttentionPC(model=model, mode=mode))
-
-    return configure
+def _attention(pc, case, path):
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(SchwarzAttentionPC(path=path, mode="attention"))
 
 
-# Learned methods: how to obtain the model (train or load from the cache), then the PC.
+def _learned(pc, case, path):
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(TwoLevelSchwarzPC(model=path))
+
+
+# Learned methods: how to obtain the checkpoint (train or load from the cache), then the PC.
 LEARNED = {
-    "attention": ("attention_operator", _learned_pc("attention")),
-    "learned": ("learned_preconditioner", _learned_pc("learned")),
+    "attention": (learned.attention_operator, _attention),
+    "learned": (learned.learned_preconditioner, _learned),
 }
 
 
@@ -148,17 +152,12 @@ def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
             results.append(solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
                                  ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=f"{m}_"))
             continue
-        from . import learned
-
         settings = settings or learned.LearnedSettings()
         obtain, configure = LEARNED[m]
-        model, train_s = getattr(learned, obtain)(case, settings)
-        try:
-            res = solve(case.A, b, lambda pc: configure(pc, case, model), method=m,
-                        ksp_type=ksp_type, rtol=rtol,
-                        max_it=min(max_it, 100) if m == "attention" else max_it, prefix=f"{m}_")
-        finally:
-            model.destroy()
+        path, train_s = obtain(case, settings)
+        res = solve(case.A, b, lambda pc: configure(pc, case, path), method=m,
+                    ksp_type=ksp_type, rtol=rtol,
+                    max_it=min(max_it, 100) if m == "attention" else max_it, prefix=f"{m}_")
         res.train_s = train_s
         results.append(res)
     return results

@@ -5,7 +5,7 @@ __all__ = ["format_table", "plot_histories"]
 
 
 def format_table(results) -> str:
-    """Markdown table of :class:`~solvers.krylov.KrylovResult` rows."""
+    """Markdown table of :class:`~ddlearn.classical.krylov.KrylovResult` rows."""
     lines = ["| method | iterations | reason | true rel. residual | train s | setup s | solve s |",
              "|---|---:|---|---:|---:|---:|---:|"]
     for r in results:

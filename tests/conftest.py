@@ -1,12 +1,20 @@
 """Shared helpers for serial and MPI (pytest-mpi) tests."""
 import contextlib
 import os
+import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from mpi4py import MPI
+from petsc4py import PETSc
+
+from ddlearn.classical.krylov import solve
+
+# The examples are real clients: tests import and run them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 # One thread per rank: ranks already share two cores.
 torch.set_num_threads(1)
@@ -41,8 +49,6 @@ def raised_everywhere(fn, exc=ValueError):
 @contextlib.contextmanager
 def petsc_options(values: dict):
     """Put ``values`` into the PETSc options database for the ``with`` block only."""
-    from petsc4py import PETSc
-
     opts = PETSc.Options()
     for k, v in values.items():
         opts.setValue(k, v)
@@ -53,33 +59,29 @@ def petsc_options(values: dict):
             opts.delValue(k)
 
 
-def _schwarz_attention_options(prefix: str, ddlearn: dict) -> dict:
-    """Options selecting ``ddlearn.pc.SchwarzAttentionPC`` under ``prefix``, with its
-    ``-ddlearn_*`` settings."""
-    return {f"{prefix}pc_type": "python",
-            f"{prefix}pc_python_type": "ddlearn.pc.SchwarzAttentionPC",
+def pc_options(prefix: str, pc: str, ddlearn: dict) -> dict:
+    """Options selecting ``ddlearn.pc.<pc>`` under ``prefix``, with its ``-ddlearn_*``
+    settings."""
+    return {f"{prefix}pc_type": "python", f"{prefix}pc_python_type": f"ddlearn.pc.{pc}",
             **{f"{prefix}ddlearn_{k}": v for k, v in ddlearn.items()}}
 
 
-def solve_with_pc_options(A, b, prefix: str, ksp: str = "cg", **ddlearn):
-    """Solve with SchwarzAttentionPC selected purely through the options database."""
-    from solvers.krylov import solve
-
-    with petsc_options(_schwarz_attention_options(prefix, ddlearn)):
+def solve_with_pc_options(A, b, prefix: str, ksp: str = "cg", pc: str = "SchwarzAttentionPC",
+                          **ddlearn):
+    """Solve with a ddlearn PC selected purely through the options database."""
+    with petsc_options(pc_options(prefix, pc, ddlearn)):
         return solve(A, b, lambda pc: None, ksp_type=ksp, rtol=1e-8, prefix=prefix)
 
 
-def pc_from_options(A, prefix: str, **ddlearn):
-    """A set-up SchwarzAttentionPC for ``A`` built from the options database alone."""
-    from petsc4py import PETSc
-
-    pc = PETSc.PC().create(comm=A.getComm())
-    pc.setOptionsPrefix(prefix)
-    with petsc_options(_schwarz_attention_options(prefix, ddlearn)):
-        pc.setOperators(A, A)
-        pc.setFromOptions()
-        pc.setUp()
-    return pc
+def pc_from_options(A, prefix: str, pc: str = "SchwarzAttentionPC", **ddlearn):
+    """A set-up ddlearn PC for ``A`` built from the options database alone."""
+    out = PETSc.PC().create(comm=A.getComm())
+    out.setOptionsPrefix(prefix)
+    with petsc_options(pc_options(prefix, pc, ddlearn)):
+        out.setOperators(A, A)
+        out.setFromOptions()
+        out.setUp()
+    return out
 
 
 @pytest.fixture

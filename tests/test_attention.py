@@ -4,11 +4,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from ddlearn.attention import GlobalAttention, SchwarzAttention
-from ddlearn.coarse import coarse_space
-from ddlearn.flare import FLARE, FLAREPlusPlus
-from ddlearn.problems import make_problem
-from solvers import reference
+from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
+from ddlearn.decomposition.coarse import coarse_space
+from ddlearn.learned.flare import FLARE, FLAREPlusPlus
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.classical import reference
 
 
 def dense_operator(m: SchwarzAttention) -> np.ndarray:

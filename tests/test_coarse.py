@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from ddlearn.coarse import coarse_space, interface_hats, nicolaides, q1_hats
+from ddlearn.decomposition.coarse import coarse_space, interface_hats, nicolaides, q1_hats
 from ddlearn.decomposition import Decomposition
-from ddlearn.problems import make_problem
-from solvers.reference import coarse_matrix
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.classical.reference import coarse_matrix
 
 
 @pytest.mark.parametrize("n,N,overlap", [(1023, 8, 2), (255, 4, 2), (100, 7, 3)])

@@ -6,11 +6,11 @@ import scipy.sparse as sp
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from ddlearn import export
+from ddlearn.pc import export
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
-from ddlearn.problems import make_problem
-from solvers import reference
+from ddlearn.learned.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.classical import reference
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD

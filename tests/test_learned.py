@@ -5,11 +5,11 @@ import pytest
 import scipy.sparse.linalg as spla
 import torch
 
-from ddlearn.coarse import coarse_space
+from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
-from ddlearn.problems import make_problem
-from solvers import reference
+from ddlearn.learned.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.classical import reference
 
 
 def _dense(op, n):
@@ -63,7 +63,7 @@ def test_adapter_bad_input():
 
 
 def test_training_config_rejects_bad_settings():
-    from ddlearn.pc_training import PCTrainConfig
+    from ddlearn.learned.pc_training import PCTrainConfig
 
     for kwargs, msg in (({"steps": 0}, "steps must be >= 1"), ({"lr": 0.0}, "learning rate"),
                         ({"objective": "magic"}, "unknown training objective 'magic'"),

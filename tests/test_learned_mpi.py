@@ -6,17 +6,19 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
-from ddlearn.coarse import coarse_space
+from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
-from ddlearn.distributed import DistributedSchwarzAttention
-from ddlearn.layout import Layout
-from ddlearn.learned import KIND, aslinearoperator, basis_correction_model, perturb_
-from ddlearn.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
+from ddlearn.learned.distributed import DistributedSchwarzAttention
+from ddlearn.decomposition.layout import Layout
+from ddlearn.learned.basis import (aslinearoperator, basis_correction_model, learned_meta,
+                                   perturb_)
+from ddlearn.learned.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
                                  held_out_iterations, held_out_rhs, train_preconditioner)
-from ddlearn.problems import make_problem
+from ddlearn.decomposition.problems import make_problem
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
+PC = "TwoLevelSchwarzPC"
 
 
 OMEGA = lambda N: np.linspace(-0.3, 0.9, N)  # noqa: E731  smoothing weights away from 0
@@ -33,8 +35,8 @@ def _save(tmp_path, name, S, problem, coarse="hats"):
     path = COMM.bcast(str(tmp_path / name), root=0)
     d = DistributedSchwarzAttention(S)
     A = d.layout.matrix(problem)
-    d.save(path, problem=problem.describe(), preconditioner=KIND, coarse=coarse,
-           smoothing=OMEGA(S.dec.N).tolist(), fingerprint=d.layout.fingerprint(A).tolist())
+    d.save(path, **learned_meta(coarse, OMEGA(S.dec.N), d.layout, A,
+                                problem=problem.describe()))
     A.destroy()
     d.destroy()
     return path
@@ -49,14 +51,14 @@ def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
     A = layout.matrix(p)
     xs = np.random.default_rng(0).uniform(-1, 1, p.n)
     b = layout.from_natural(xs)
-    res = solve_with_pc_options(A, b, "lrn_", model=path)
+    res = solve_with_pc_options(A, b, "lrn_", pc=PC, model=path)
     assert res.converged and res.rnorm_true < 1e-8, res
-    res_r = solve_with_pc_options(A, b, "lrr_", ksp="gmres", model=path,
-                                  mode="learned_restricted")
+    res_r = solve_with_pc_options(A, b, "lrr_", ksp="gmres", pc=PC, model=path,
+                                  local_type="restrict")
     assert res_r.converged and res_r.rnorm_true < 1e-8, res_r
     # the PC's apply equals the serial scipy adapter; symmetric and positive in CG mode
-    for mode in ("learned", "learned_restricted"):
-        pc = pc_from_options(A, "lap_", model=path, mode=mode)
+    for mode, local in (("learned", "basic"), ("learned_restricted", "restrict")):
+        pc = pc_from_options(A, "lap_", pc=PC, model=path, local_type=local)
         ys = np.random.default_rng(1).standard_normal(p.n)
         X, Y, MX, MY = b, layout.from_natural(ys), layout.vec(), layout.vec()
         pc.apply(X, MX), pc.apply(Y, MY)
@@ -137,18 +139,20 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
     b_ch = A_ch.createVecLeft()
     b_ch.set(1.0)
     cases = [
-        (lambda: solve_with_pc_options(A_ch, b_ch, "b0_", model=path2),
-         "is not the one this learned preconditioner"),
-        (lambda: solve_with_pc_options(A_other, b_other, "b1_", model=path),
-         "the model's decomposition needs"),
-        (lambda: solve_with_pc_options(A, b, "b2_", model=corrupt),
+        (lambda: solve_with_pc_options(A_ch, b_ch, "b0_", pc=PC, model=path2),
+         "is not the one this learned coarse space"),
+        (lambda: solve_with_pc_options(A_other, b_other, "b1_", pc=PC, model=path),
+         "the matrix has 127 rows but the model was trained for 63"),
+        (lambda: solve_with_pc_options(A, b, "b2_", pc=PC, model=corrupt),
          "not a readable ddlearn checkpoint"),
-        (lambda: solve_with_pc_options(A, b, "b3_", model=str(tmp_path / "none.pt")),
+        (lambda: solve_with_pc_options(A, b, "b3_", pc=PC, model=str(tmp_path / "none.pt")),
          "no checkpoint"),
-        (lambda: solve_with_pc_options(A, b, "b4_", model=path, mode="learned_restricted"),
+        (lambda: solve_with_pc_options(A, b, "b4_", pc=PC, model=path, local_type="restrict"),
          "is not symmetric, so CG does not apply"),
         (lambda: solve_with_pc_options(A, b, "b5_", model=path, ksp="gmres", mode="attention"),
-         "this one is a learned preconditioner"),
+         "is a learned coarse space, not a paper-form operator"),
+        (lambda: solve_with_pc_options(A, b, "b6_", pc=PC, model=path, coarse_space="hats"),
+         "-ddlearn_model was given with coarse space hats"),
     ]
     for run, expected in cases:
         msgs = raised_everywhere(run, exc=Exception)
@@ -161,21 +165,45 @@ def test_learned_pc_view(tmp_path):
     p = make_problem("poisson2d", 15)
     dec = Decomposition(p.grid, 4, 1)
     path = _save(tmp_path, "view.pt", _perturbed(dec), p)
-    from ddlearn.pc import SchwarzAttentionPC
-    model = DistributedSchwarzAttention.load(path)
-    A = model.layout.matrix(p)
-    pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
-    pc.setOperators(A, A)
-    pc.setType("python")
-    pc.setPythonContext(SchwarzAttentionPC(model=model))
-    pc.setUp()
+    A = Layout(dec).matrix(p)
+    pc = pc_from_options(A, "view_", pc=PC, model=path)
     name = COMM.bcast(str(tmp_path / "view.txt"), root=0)
     viewer = PETSc.Viewer().createASCII(name, comm=PETSc.COMM_WORLD)
     pc.view(viewer)
     viewer.destroy()
     COMM.Barrier()
     out = open(name).read()
-    for text in ("learned two-level Schwarz, mode learned", "N = 4 subdomains", "n_0 = 1 ",
-                 f"{model.num_parameters()} parameters", f"{COMM.Get_size()} ranks"):
+    for text in ("coarse space learned", "N = 4 subdomains", "n_0 = 1 ", "untrained",
+                 "PC Object: (view_ddlearn_local_)", "type: asm", "KSP Object: (view_ddlearn_coarse_)"):
         assert text in out, (text, out)
-    pc.destroy(), A.destroy(), model.destroy()
+    pc.destroy(), A.destroy()
+
+
+def test_learned_coarse_space_in_natural_ordering(tmp_path):
+    """A learned checkpoint serves the matrix in the grid's natural numbering with PETSc's
+    default row distribution: same operator as in ddlearn's numbering, up to the permutation."""
+    p = make_problem("poisson2d", 23)
+    dec = Decomposition(p.grid, 9, 1)
+    path = _save(tmp_path, "natural.pt", _perturbed(dec), p)
+    layout = Layout(dec)
+    A_dd = layout.matrix(p)
+    rows = p.matrix()
+    A_nat = PETSc.Mat().createAIJ((p.n, p.n), comm=PETSc.COMM_WORLD)
+    A_nat.setUp()
+    lo, hi = A_nat.getOwnershipRange()
+    local = rows[lo:hi]
+    A_nat.setPreallocationCSR((local.indptr, local.indices, local.data))
+    A_nat.assemble()
+    x = np.random.default_rng(3).standard_normal(p.n)
+    pcs = [pc_from_options(A_dd, "dd_", pc=PC, model=path),
+           pc_from_options(A_nat, "nat_", pc=PC, model=path)]
+    X, Y = layout.from_natural(x), layout.vec()
+    pcs[0].apply(X, Y)
+    y_dd = layout.to_natural(Y)
+    Xn, Yn = A_nat.createVecs()
+    Xn.setArray(x[lo:hi])
+    pcs[1].apply(Xn, Yn)
+    y_nat = np.concatenate(COMM.allgather(Yn.getArray(readonly=True).copy()))
+    np.testing.assert_allclose(y_nat, y_dd, rtol=0, atol=1e-12 * np.abs(y_dd).max())
+    for o in (*pcs, X, Y, Xn, Yn, A_dd, A_nat):
+        o.destroy()

@@ -35,7 +35,7 @@ def model(tmp_path_factory):
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_native_pc_matches_python(model, ranks):
     expected = int((model / "expect.opts").read_text().split()[1])
-    proc = _run(ranks, "-pc_ddlearn_model", model / "model.petsc",
+    proc = _run(ranks, "-ddlearn_model", model / "model.petsc",
                 "-pc_apply_check", model / "check.petsc", "-ksp_view")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"iterations {expected} reason CONVERGED_RTOL" in proc.stdout
@@ -45,7 +45,7 @@ def test_native_pc_matches_python(model, ranks):
 
 
 def test_native_pc_bad_files(model, tmp_path):
-    proc = _run(2, "-pc_ddlearn_model", tmp_path / "missing.petsc")
+    proc = _run(2, "-ddlearn_model", tmp_path / "missing.petsc")
     assert proc.returncode != 0 and "no readable model file" in proc.stdout + proc.stderr
     bad = tmp_path / "v99.petsc"
     viewer = PETSc.Viewer().createBinary(str(bad), "w", comm=PETSc.COMM_SELF)
@@ -53,10 +53,10 @@ def test_native_pc_bad_files(model, tmp_path):
                                     comm=PETSc.COMM_SELF)
     v.view(viewer)
     v.destroy(), viewer.destroy()
-    proc = _run(2, "-pc_ddlearn_model", bad)
+    proc = _run(2, "-ddlearn_model", bad)
     assert proc.returncode != 0 and "export version 99" in proc.stdout + proc.stderr
     proc = subprocess.run(["mpiexec", "-n", "1", str(PROGRAM), "-n", "15", "-ksp_type", "cg",
-                           "-dll_append", str(LIB), "-pc_type", "ddlearn", "-pc_ddlearn_model",
+                           "-dll_append", str(LIB), "-pc_type", "ddlearn", "-ddlearn_model",
                            str(model / "model.petsc")], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "was made for n = 961" in proc.stdout + proc.stderr
 

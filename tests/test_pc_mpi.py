@@ -6,11 +6,11 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
-from ddlearn import checkpoint
-from ddlearn.attention import SchwarzAttention
-from ddlearn.layout import Layout
-from ddlearn.problems import make_problem
-from solvers import reference
+from ddlearn.learned import checkpoint
+from ddlearn.learned.attention import SchwarzAttention
+from ddlearn.decomposition.layout import Layout
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.classical import reference
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -51,7 +51,7 @@ def test_pc_from_options_solves_and_matches_reference(tmp_path, name, n, N, over
 def test_pc_view_describes_model(tmp_path):
     p = make_problem("poisson1d", 63)
     path, model = _model_file(tmp_path, p, 4, 2, 2, name="view.pt")
-    from ddlearn.distributed import DistributedSchwarzAttention
+    from ddlearn.learned.distributed import DistributedSchwarzAttention
     from ddlearn.pc import SchwarzAttentionPC
     d = DistributedSchwarzAttention(model)
     A = d.layout.matrix(p)

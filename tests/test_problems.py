@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ddlearn.problems import Diffusion2D, Poisson1D, Poisson2D, channels, make_problem
+from ddlearn.decomposition.problems import Diffusion2D, Poisson1D, Poisson2D, channels, make_problem
 
 
 def test_poisson1d_is_paper_eq4():

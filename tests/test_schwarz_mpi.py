@@ -6,11 +6,12 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import raised_everywhere
-from ddlearn.problems import make_problem
-from solvers import reference
-from solvers.krylov import solve
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.classical import reference
+from ddlearn.classical.krylov import solve
 from solvers.methods import LEARNED, METHODS, Case, parse_methods, run_methods
-from solvers.schwarz import TwoLevelSchwarz, configure_asm
+from ddlearn.classical.overlapping import configure_asm
+from ddlearn.classical.twolevel import TwoLevelSchwarz
 
 pytestmark = pytest.mark.mpi
 

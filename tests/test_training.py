@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from ddlearn import checkpoint
-from ddlearn.attention import GlobalAttention, SchwarzAttention
-from ddlearn.data import fourier_rhs, make_splits
-from ddlearn.problems import Poisson1D, Poisson2D
-from ddlearn.training import TrainConfig, evaluate, train
+from ddlearn.learned import checkpoint
+from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
+from ddlearn.learned.data import fourier_rhs, make_splits
+from ddlearn.decomposition.problems import Poisson1D, Poisson2D
+from ddlearn.learned.training import TrainConfig, evaluate, train
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_resume_equals_uninterrupted(small, tmp_path):
 
 
 def test_fit_scale_gives_the_least_squares_size():
-    from ddlearn.training import fit_scale
+    from ddlearn.learned.training import fit_scale
 
     p = Poisson1D(127)
     for symmetric in (True, False):

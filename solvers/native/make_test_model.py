@@ -3,7 +3,7 @@
     python make_test_model.py OUTDIR [n] [N]
 
 OUTDIR/model.petsc  a learned preconditioner (perturbed away from classical) for the 2D Poisson
-                    problem n x n with N subdomains, written by ddlearn.export
+                    problem n x n with N subdomains, written by ddlearn.pc.export
 OUTDIR/check.petsc  Vecs x and y = M^{-1} x from the Python (scipy) path, natural numbering
 OUTDIR/expect.opts  -expect_iterations K: CG iterations of the Python PETSc PC for b = 1
 """
@@ -16,14 +16,14 @@ import petsc4py
 petsc4py.init([])
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn import export  # noqa: E402
+from ddlearn.pc import export  # noqa: E402
 from ddlearn.decomposition import Decomposition  # noqa: E402
-from ddlearn.distributed import DistributedSchwarzAttention  # noqa: E402
-from ddlearn.learned import (KIND, LearnedBasis, aslinearoperator,  # noqa: E402
+from ddlearn.learned.distributed import DistributedSchwarzAttention  # noqa: E402
+from ddlearn.learned.basis import (LearnedBasis, aslinearoperator, learned_meta,  # noqa: E402
                              basis_correction_model, perturb_)
-from ddlearn.pc import SchwarzAttentionPC  # noqa: E402
-from ddlearn.problems import make_problem  # noqa: E402
-from solvers.krylov import solve  # noqa: E402
+from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.classical.krylov import solve  # noqa: E402
 
 
 def main(out, n=31, N=16):
@@ -43,11 +43,11 @@ def main(out, n=31, N=16):
         vec.destroy()
     viewer.destroy()
     d = DistributedSchwarzAttention(S, PETSc.COMM_SELF)
-    d.meta.update(preconditioner=KIND, coarse="hats", smoothing=omega.tolist())
     A = d.layout.matrix(p)
+    d.meta.update(learned_meta("hats", omega, d.layout, A))
     b = d.layout.from_natural(np.ones(p.n))
     res = solve(A, b, lambda pc: (pc.setType("python"),
-                                  pc.setPythonContext(SchwarzAttentionPC(model=d))), rtol=1e-8)
+                                  pc.setPythonContext(TwoLevelSchwarzPC(model=d))), rtol=1e-8)
     with open(os.path.join(out, "expect.opts"), "w") as f:
         f.write(f"-expect_iterations {res.iterations}\n")
     print(f"wrote {out}: Python PC {res.iterations} iterations, {res.reason}")

@@ -3,13 +3,13 @@
 
       M^{-1} = sum_i R_i^T A_i^{-1} R_i + Phi~ (Phi~^T A Phi~)^{-1} Phi~^T
 
-  read from a file written by ddlearn.export (format documented there: header Vec, overlapping
+  read from a file written by ddlearn.pc.export (format documented there: header Vec, overlapping
   and owned index sets in natural numbering, Phi~ as AIJ). The local part is PCASM on those index
   sets (basic for mode 0, restrict for mode 1; sub-solves default to LU, options prefix
-  pc_ddlearn_local_), the coarse part a Galerkin matrix factored and solved on rank 0 (options
-  prefix pc_ddlearn_coarse_). Load with
+  ddlearn_local_), the coarse part a Galerkin matrix factored and solved on rank 0 (options
+  prefix ddlearn_coarse_). Load with
 
-      -dll_append libddlearn_petsc.so -pc_type ddlearn -pc_ddlearn_model FILE
+      -dll_append libddlearn_petsc.so -pc_type ddlearn -ddlearn_model FILE
 */
 #include <petsc/private/pcimpl.h>
 
@@ -82,7 +82,7 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
   PetscCall(PetscObjectGetComm((PetscObject)pc, &comm));
   PetscCallMPI(MPI_Comm_size(comm, &size));
   PetscCallMPI(MPI_Comm_rank(comm, &rank));
-  PetscCheck(dd->model[0], comm, PETSC_ERR_USER_INPUT, "PCDDLEARN needs a model: give -pc_ddlearn_model FILE (written by ddlearn.export)");
+  PetscCheck(dd->model[0], comm, PETSC_ERR_USER_INPUT, "PCDDLEARN needs a model: give -ddlearn_model FILE (written by ddlearn.pc.export)");
   PetscCall(PetscTestFile(dd->model, 'r', &exists));
   PetscCheck(exists, comm, PETSC_ERR_FILE_OPEN, "PCDDLEARN: no readable model file %s", dd->model);
   PetscCall(PetscViewerBinaryOpen(comm, dd->model, FILE_MODE_READ, &viewer));
@@ -147,13 +147,13 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
   /* Local part: PCASM on our index sets; the overlap is already in them. */
   PetscCall(PCCreate(comm, &dd->local));
   PetscCall(PCSetOptionsPrefix(dd->local, prefix));
-  PetscCall(PCAppendOptionsPrefix(dd->local, "pc_ddlearn_local_"));
+  PetscCall(PCAppendOptionsPrefix(dd->local, "ddlearn_local_"));
   PetscCall(PCSetOperators(dd->local, pc->mat, pc->pmat));
   PetscCall(PCSetType(dd->local, PCASM));
   PetscCall(PCASMSetType(dd->local, dd->mode == 0 ? PC_ASM_BASIC : PC_ASM_RESTRICT));
   PetscCall(PCASMSetOverlap(dd->local, 0));
   PetscCall(PCASMSetLocalSubdomains(dd->local, count, over, owned));
-  PetscCall(PetscSNPrintf(name, sizeof(name), "-%spc_ddlearn_local_sub_pc_type", prefix ? prefix : ""));
+  PetscCall(PetscSNPrintf(name, sizeof(name), "-%sddlearn_local_sub_pc_type", prefix ? prefix : ""));
   PetscCall(PetscOptionsHasName(NULL, NULL, name, &exists));
   if (!exists) PetscCall(PetscOptionsSetValue(NULL, name, "lu"));
   PetscCall(PCSetFromOptions(dd->local));
@@ -166,7 +166,7 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
 
   /* Coarse part: all n_0 columns of Phi~ live on rank 0, so Phi~^T x lands there; rank 0 alone
      factors the Galerkin matrix (sequential copy of A0, LU by default, options prefix
-     pc_ddlearn_coarse_) and solves, as the Python PC does. */
+     ddlearn_coarse_) and solves, as the Python PC does. */
   {
     Mat       A0par, *seq;
     IS        want;
@@ -182,7 +182,7 @@ static PetscErrorCode PCSetUp_DDLearn(PC pc)
     if (rank == 0) {
       PetscCall(KSPCreate(PETSC_COMM_SELF, &dd->coarse));
       PetscCall(KSPSetOptionsPrefix(dd->coarse, prefix));
-      PetscCall(KSPAppendOptionsPrefix(dd->coarse, "pc_ddlearn_coarse_"));
+      PetscCall(KSPAppendOptionsPrefix(dd->coarse, "ddlearn_coarse_"));
       PetscCall(KSPSetOperators(dd->coarse, dd->A0, dd->A0));
       PetscCall(KSPSetType(dd->coarse, KSPPREONLY));
       PetscCall(KSPGetPC(dd->coarse, &cpc));
@@ -268,7 +268,7 @@ static PetscErrorCode PCSetFromOptions_DDLearn(PC pc, PetscOptionItems PetscOpti
 
   PetscFunctionBegin;
   PetscOptionsHeadBegin(PetscOptionsObject, "ddlearn learned two-level Schwarz options");
-  PetscCall(PetscOptionsString("-pc_ddlearn_model", "model file written by ddlearn.export", "PCDDLEARN", dd->model, dd->model, sizeof(dd->model), NULL));
+  PetscCall(PetscOptionsString("-ddlearn_model", "model file written by ddlearn.pc.export", "PCDDLEARN", dd->model, dd->model, sizeof(dd->model), NULL));
   PetscOptionsHeadEnd();
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -10,8 +10,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import torch
+from tqdm.auto import tqdm
 
 from . import checkpoint as ckpt_io
+from .distributed import allreduce_sum
 
 __all__ = ["TrainConfig", "History", "TrainResult", "relative_error", "fit_scale", "evaluate",
            "train"]
@@ -85,7 +87,6 @@ def relative_error(pred: torch.Tensor, target: torch.Tensor, comm=None) -> torch
     """
     sq = torch.stack([((pred - target) ** 2).sum(dim=-1), (target ** 2).sum(dim=-1)])
     if comm is not None:
-        from .distributed import allreduce_sum
         sq = allreduce_sum(sq, comm)
     return torch.sqrt(sq[0] / sq[1]).mean()
 
@@ -102,7 +103,6 @@ def fit_scale(model, data, comm=None) -> float:
     pred = model(data.F.to(model.Q.dtype))
     sums = torch.stack([(pred * data.U).sum(), (pred * pred).sum()]).double()
     if comm is not None:
-        from .distributed import allreduce_sum
         sums = allreduce_sum(sums, comm)
     alpha = float(sums[0] / sums[1])
     symmetric = model.K is model.Q
@@ -117,7 +117,7 @@ def fit_scale(model, data, comm=None) -> float:
 
 @torch.no_grad()
 def evaluate(model, data, batch: int = 512, comm=None) -> float:
-    """Mean relative error of ``model`` on a :class:`~ddlearn.data.Dataset`."""
+    """Mean relative error of ``model`` on a :class:`~ddlearn.learned.data.Dataset`."""
     total = 0.0
     for s in range(0, len(data), batch):
         F, U = data.F[s:s + batch], data.U[s:s + batch]
@@ -130,11 +130,12 @@ def _schedule(cfg: TrainConfig):
     return lambda k: ratio + (1 - ratio) * 0.5 * (1 + math.cos(math.pi * min(k, cfg.steps) / cfg.steps))
 
 
-def _progress(cfg, start, comm):
-    if not cfg.progress or (comm is not None and comm.Get_rank() != 0):
+def progress_bar(show: bool, total: int, desc: str, comm=None, initial: int = 0):
+    """A tqdm bar on rank 0 of ``comm`` when ``show`` (``None`` elsewhere): one bar per run,
+    not one per rank."""
+    if not show or (comm is not None and comm.Get_rank() != 0):
         return None
-    from tqdm.auto import tqdm
-    return tqdm(total=cfg.steps, initial=start, desc="training", unit="step", leave=False)
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", leave=False)
 
 
 def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None = None,
@@ -145,11 +146,11 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
     restoring the current parameters, optimizer, schedule, sampler state, step and history, so
     that an interrupted run resumed ends exactly where the uninterrupted one would. ``until``
     pauses at that step (the schedule still spans ``cfg.steps``). The checkpoint's ``state`` is the
-    best-validation state (what :func:`ddlearn.checkpoint.load` returns); ``current_state``
+    best-validation state (what :func:`ddlearn.learned.checkpoint.load` returns); ``current_state``
     is where training stood.
 
     Distributed (``comm``, an mpi4py communicator): ``model`` maps each rank's rows to its rows
-    (:class:`~ddlearn.distributed.DistributedSchwarzAttention`), ``splits`` hold each rank's
+    (:class:`~ddlearn.learned.distributed.DistributedSchwarzAttention`), ``splits`` hold each rank's
     rows of the same samples, every rank draws the same batches and the loss is reduced across
     ranks, so each rank's optimizer takes exactly the steps the serial one takes on its slice.
     Save such a model with its own collective ``save``.
@@ -189,7 +190,7 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
                      seconds=elapsed, data=splits.meta, train_config=asdict(cfg))
         model.load_state_dict(current)
 
-    bar = _progress(cfg, step, comm)
+    bar = progress_bar(cfg.progress, cfg.steps, "training", comm, step)
     t0 = time.perf_counter() - elapsed
     while step < stop_at:
         idx = torch.randint(len(train_set), (cfg.batch_size,), generator=gen)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .decomposition import Decomposition
+from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "nicolaides", "coarse_space", "COARSE_SPACES"]
+__all__ = ["interface_hats", "q1_hats", "hats_on_boxes", "nicolaides", "coarse_space", "COARSE_SPACES"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -59,6 +59,26 @@ def nicolaides(dec: Decomposition) -> sp.csr_matrix:
     cols = np.repeat(np.arange(dec.N), dec.sizes)
     vals = np.concatenate([dec.D(i) for i in range(dec.N)])
     return sp.csr_matrix((vals, (rows, cols)), shape=(dec.n, dec.N))
+
+
+def hats_on_boxes(axis_index: np.ndarray, offsets) -> sp.csr_matrix:
+    r"""Hats on a box grid of arbitrary points: the tensor product over the axes of the 1D
+    interface hats (:func:`_hats_1d`), evaluated at each point's position ``axis_index[p, a]``
+    among the distinct coordinate values of axis ``a``; ``offsets[a]`` splits those values into
+    boxes. On a tensor grid this is :func:`interface_hats` (1D) or :func:`q1_hats` (2D) row for
+    row, in any ordering of the points. Column ``k_x + k_y (B_x - 1)``."""
+    Phi = None
+    for a, off in enumerate(offsets):
+        H = _hats_1d(int(off[-1]), off)[axis_index[:, a]]
+        if Phi is None:
+            Phi = H
+            continue
+        # face-splitting product: column (k_prev, k_a) -> k_prev + k_a * (columns so far)
+        left = sp.kron(np.ones((1, H.shape[1])), Phi, format="csr")
+        right = sp.kron(H, np.ones((1, Phi.shape[1])), format="csr")
+        Phi = left.multiply(right).tocsr()
+    Phi.eliminate_zeros()
+    return Phi
 
 
 def _hats(dec):

@@ -13,6 +13,9 @@ import tempfile
 
 import torch
 
+from .attention import GlobalAttention, SchwarzAttention
+from .flare import FLARE, FLAREPlusPlus
+
 __all__ = ["save", "load", "build_model", "atomic_write", "architecture", "FORMAT", "VERSION"]
 
 FORMAT = "ddlearn-checkpoint"
@@ -27,8 +30,6 @@ def architecture(config: dict) -> dict:
 
 def build_model(config: dict) -> torch.nn.Module:
     """Construct a fresh model from its ``config`` dict."""
-    from .attention import GlobalAttention, SchwarzAttention
-    from .flare import FLARE, FLAREPlusPlus
 
     kinds = {c.kind: c for c in (GlobalAttention, SchwarzAttention, FLARE, FLAREPlusPlus)}
     args = dict(config)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .coefficients import FAMILIES, coefficient
+
 __all__ = ["Problem", "Poisson1D", "Poisson2D", "Diffusion2D", "channels", "make_problem",
            "PROBLEMS"]
 
@@ -108,11 +110,15 @@ class Diffusion2D(Problem):
     kappa : callable or ndarray
         ``kappa(x, y)`` (vectorised) or an array of shape ``(n+2, n+2)`` of values at all grid
         points including the boundary, indexed ``[iy, ix]``.
+    label : str, optional
+        Registry name shown by :meth:`describe`.
+    info : dict, optional
+        Extra entries of :meth:`describe` (e.g. a family's contrast and seed).
     """
 
     name = "diffusion2d"
 
-    def __init__(self, n: int, kappa, label: str | None = None):
+    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None):
         n = _check_size(n, "n")
         self.grid = (n, n)
         t = np.arange(n + 2) / (n + 1)
@@ -126,6 +132,7 @@ class Diffusion2D(Problem):
         if not np.all(np.isfinite(kappa)) or np.any(kappa <= 0):
             raise ValueError("kappa must be finite and positive everywhere")
         self.kappa = kappa
+        self.info = dict(info or {})
         if label is not None:
             self.name = label
 
@@ -154,7 +161,7 @@ class Diffusion2D(Problem):
     def describe(self):
         d = super().describe()
         d["kappa_min"], d["kappa_max"] = float(self.kappa.min()), float(self.kappa.max())
-        return d
+        return {**d, **self.info}
 
 
 class Poisson2D(Diffusion2D):
@@ -195,18 +202,28 @@ def _channels_problem(n, contrast=1e6, count=5):
     return Diffusion2D(n, channels(contrast, count), label="channels")
 
 
+def _family(name):
+    def make(n, contrast=1e6, seed=0):
+        return Diffusion2D(n, coefficient(name, n, contrast, seed), label=f"random_{name}",
+                           info={"contrast": contrast, "seed": seed})
+    return make
+
+
 PROBLEMS = {
     "poisson1d": Poisson1D,
     "poisson2d": Poisson2D,
     "channels": _channels_problem,
+    **{f"random_{name}": _family(name) for name in FAMILIES},
 }
 
 
 def make_problem(name: str, n: int, **kwargs) -> Problem:
-    """Build a problem by registry name: ``poisson1d``, ``poisson2d`` or ``channels``.
+    """Build a problem by registry name: ``poisson1d``, ``poisson2d``, ``channels`` or a seeded
+    coefficient family ``random_channels``, ``random_inclusions``, ``random_lognormal``
+    (:mod:`.coefficients`).
 
     ``n`` is the number of interior points per direction; ``channels`` accepts ``contrast`` and
-    ``count``.
+    ``count``, the families ``contrast`` and ``seed``.
     """
     try:
         factory = PROBLEMS[name]

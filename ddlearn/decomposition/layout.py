@@ -12,9 +12,36 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from .decomposition import Decomposition
+from .structured import Decomposition
 
-__all__ = ["Layout"]
+__all__ = ["Layout", "distributed_aij", "coarse_ranges"]
+
+
+def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:
+    """Distributed AIJ matrix from this rank's rows (global column indices), exactly
+    preallocated, with column ownership ``col_ranges`` (one offset per rank, plus the end)."""
+    rows = sp.csr_matrix(rows)
+    rows.sort_indices()
+    rank = comm.getRank()
+    clo, chi = int(col_ranges[rank]), int(col_ranges[rank + 1])
+    cols = rows.indices
+    in_diag = (cols >= clo) & (cols < chi)
+    row_of = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
+    d_nnz = np.bincount(row_of[in_diag], minlength=rows.shape[0]).astype(PETSc.IntType)
+    o_nnz = (np.diff(rows.indptr) - d_nnz).astype(PETSc.IntType)
+    M = PETSc.Mat().createAIJ(((rows.shape[0], None), (chi - clo, ncols)),
+                              nnz=(d_nnz, o_nnz), comm=comm)
+    M.setValuesCSR(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                   rows.data)
+    M.assemble()
+    return M
+
+
+def coarse_ranges(size: int, coarse_rank: int, n0: int) -> np.ndarray:
+    """Ownership of a length-``n0`` coarse vector on ``size`` ranks: all on ``coarse_rank``."""
+    sizes = np.zeros(size, dtype=np.int64)
+    sizes[coarse_rank] = n0
+    return np.concatenate([[0], np.cumsum(sizes)])
 
 
 class Layout:
@@ -53,6 +80,14 @@ class Layout:
         return self.dec.n
 
     @property
+    def N(self) -> int:
+        return self.dec.N
+
+    @property
+    def overlap(self) -> int:
+        return self.dec.overlap
+
+    @property
     def nlocal(self) -> int:
         return self.hi - self.lo
 
@@ -83,28 +118,11 @@ class Layout:
 
     # -- matrices --------------------------------------------------------------------------
     def aij(self, rows: sp.csr_matrix, ncols: int | None = None, col_ranges=None) -> PETSc.Mat:
-        """Distributed AIJ matrix from this rank's rows (PETSc ordering for rows and columns).
-
-        ``col_ranges`` gives the column ownership (defaults to the row ownership of a square
-        matrix).
-        """
-        rows = sp.csr_matrix(rows)
-        rows.sort_indices()
+        """Distributed AIJ matrix from this rank's rows (PETSc ordering for rows and columns);
+        ``col_ranges`` gives the column ownership (default: the row ownership)."""
         ncols = self.n if ncols is None else ncols
-        col_ranges = self.ranges if col_ranges is None else col_ranges
-        clo, chi = int(col_ranges[self.rank]), int(col_ranges[self.rank + 1])
-        # Exact preallocation: diagonal block = columns this rank owns.
-        cols = rows.indices
-        in_diag = (cols >= clo) & (cols < chi)
-        row_of = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
-        d_nnz = np.bincount(row_of[in_diag], minlength=rows.shape[0]).astype(PETSc.IntType)
-        o_nnz = (np.diff(rows.indptr) - d_nnz).astype(PETSc.IntType)
-        M = PETSc.Mat().createAIJ(((rows.shape[0], None), (chi - clo, ncols)),
-                                  nnz=(d_nnz, o_nnz), comm=self.comm)
-        M.setValuesCSR(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                       rows.data)
-        M.assemble()
-        return M
+        return distributed_aij(rows, ncols, self.ranges if col_ranges is None else col_ranges,
+                               self.comm)
 
     def matrix(self, problem) -> PETSc.Mat:
         """The problem's matrix ``A`` in the PETSc ordering, assembled from local rows only."""
@@ -118,19 +136,26 @@ class Layout:
         A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
         return A
 
-    def fingerprint(self, A: PETSc.Mat, probes: int = 64, seed: int = 20261129) -> np.ndarray:
+    def fingerprint(self, A: PETSc.Mat, to_global: np.ndarray | None = None, probes: int = 64,
+                    seed: int = 20261129) -> np.ndarray:
         """``(A v)`` at ``probes`` fixed natural indices for a fixed random ``v`` given in natural
         ordering: identifies the matrix *and* the ordering it is assembled in, the same on any
-        rank count (collective). A model stores it so that a matrix of another problem, other
-        coefficients or another decomposition's ordering is refused instead of silently used."""
+        rank count and row distribution (collective). ``to_global[j]`` is the row of ``A``
+        holding natural unknown ``j`` (default: this layout's PETSc ordering). A model stores it
+        so that a matrix of another problem, other coefficients or another ordering is refused
+        instead of silently used."""
+        to_global = self.iperm if to_global is None else np.asarray(to_global)
         rng = np.random.default_rng(seed)
         v = rng.standard_normal(self.n)
         idx = rng.choice(self.n, size=min(probes, self.n), replace=False)
-        x = self.from_natural(v)
-        y = x.duplicate()
+        from_global = np.empty_like(to_global)
+        from_global[to_global] = np.arange(self.n)
+        x, y = A.createVecs()
+        lo, hi = x.getOwnershipRange()
+        x.setArray(v[from_global[lo:hi]])
         A.mult(x, y)
-        pos = self.iperm[idx] - self.lo
-        mine = (pos >= 0) & (pos < self.nlocal)
+        pos = to_global[idx] - lo
+        mine = (pos >= 0) & (pos < hi - lo)
         out = np.zeros(len(idx))
         out[mine] = y.getArray(readonly=True)[pos[mine]]
         for o in (x, y):
@@ -139,9 +164,7 @@ class Layout:
 
     def coarse_ranges(self, n0: int) -> np.ndarray:
         """Ownership of a length-``n0`` coarse vector: everything on the coarse rank."""
-        sizes = np.zeros(self.size, dtype=np.int64)
-        sizes[self.coarse_rank] = n0
-        return np.concatenate([[0], np.cumsum(sizes)])
+        return coarse_ranges(self.size, self.coarse_rank, n0)
 
     def phi(self, Phi: sp.spmatrix) -> PETSc.Mat:
         r"""Distributed :math:`\Phi` (rows in PETSc ordering, all columns on the coarse rank), so

@@ -9,9 +9,14 @@ from typing import Callable
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from ..decomposition.collective import collective_check
 from .options import set_defaults
 
-__all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc"]
+__all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc",
+           "require_symmetric_pc", "SYMMETRIC_KRYLOV"]
+
+#: Krylov methods that need a symmetric operator and preconditioner
+SYMMETRIC_KRYLOV = ("cg", "cr", "minres")
 
 _REASONS = {getattr(PETSc.KSP.ConvergedReason, k): k
             for k in dir(PETSc.KSP.ConvergedReason) if k.isupper()}
@@ -44,7 +49,7 @@ class KrylovResult:
 def check_symmetric(A: PETSc.Mat, ksp_type: str) -> None:
     """CG and MINRES need a symmetric operator: refuse a nonsymmetric one (collective, so the
     error is raised on every rank)."""
-    if ksp_type not in ("cg", "minres", "cr"):
+    if ksp_type not in SYMMETRIC_KRYLOV:
         return
     tol = 1e-12 * A.norm(PETSc.NormType.INFINITY)
     if not A.isSymmetric(tol):
@@ -56,11 +61,21 @@ def check_symmetric_pc(ksp: PETSc.KSP) -> None:
     """Refuse a Python preconditioner that declares itself nonsymmetric (``symmetric = False``)
     under CG, CR or MINRES, on every rank (the KSP type and the context are the same on all)."""
     pc = ksp.getPC()
-    if ksp.getType() not in ("cg", "minres", "cr") or pc.getType() != PETSc.PC.Type.PYTHON:
+    if ksp.getType() not in SYMMETRIC_KRYLOV or pc.getType() != PETSc.PC.Type.PYTHON:
         return
     if getattr(pc.getPythonContext(), "symmetric", True) is False:
         raise ValueError(f"the preconditioner is not symmetric, so {ksp.getType().upper()} does "
                          f"not apply: use -ksp_type gmres or fgmres, or a symmetric mode")
+
+
+def require_symmetric_pc(pc: PETSc.PC, symmetric: bool, fix: str) -> None:
+    """In a Python PC's set-up: refuse a nonsymmetric preconditioner when the options database
+    asks CG, CR or MINRES of the same prefix (on every rank); ``fix`` says what to choose
+    instead. The KSP itself is checked again by :func:`check_symmetric_pc`."""
+    ksp_type = PETSc.Options(pc.getOptionsPrefix() or "").getString("ksp_type", "") or None
+    collective_check(pc.getComm(), symmetric or ksp_type not in SYMMETRIC_KRYLOV,
+                     f"the preconditioner is not symmetric, so {str(ksp_type).upper()} does not "
+                     f"apply: use -ksp_type gmres or fgmres, or {fix}")
 
 
 def _wall(comm: PETSc.Comm, fn) -> float:

@@ -1,7 +1,7 @@
 r"""Training the learned preconditioner inside the Krylov method it serves.
 
 The loss is the energy-norm error left by :math:`k` steps of preconditioned CG with
-:math:`M_\theta^{-1}` (:mod:`ddlearn.learned`), on random exact solutions :math:`x^*`:
+:math:`M_\theta^{-1}` (:mod:`ddlearn.learned.basis`), on random exact solutions :math:`x^*`:
 
 .. math:: \mathcal L(\theta) = \frac1B\sum_{b=1}^B \tfrac12
           \log\frac{\|x^*_b - x_k(\theta)\|_A^2}{\|x^*_b\|_A^2},
@@ -35,7 +35,11 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from .distributed import _linear_map, apply_columns, shared_sum
-from .learned import LearnedBasis
+from ..classical.krylov import solve
+from ..classical.overlapping import asm_pc
+from ..classical.twolevel import TwoLevelSchwarz
+from .basis import LearnedBasis
+from .training import progress_bar
 
 __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "distributed_basis",
            "gather_smoothing", "petsc_basis",
@@ -105,8 +109,6 @@ class CombinedMethod:
     :math:`\tilde\Phi(\theta)`, and PCG unrolled over them (collective throughout)."""
 
     def __init__(self, basis: LearnedBasis, layout, A: PETSc.Mat):
-        from solvers.schwarz import asm_pc
-
         self.basis, self.layout, self.A = basis, layout, A
         self.mpi = layout.comm.tompi4py()
         self.asm = asm_pc(A, layout, "basic", "ddlearn_train_local_")
@@ -176,8 +178,6 @@ def distributed_basis(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, omega=None) -> 
     r"""The :class:`~ddlearn.learned.LearnedBasis` of a distributed :math:`S_\theta` on this
     rank's rows, with :math:`\Psi = M_{RAS}^{-1}A\Phi` from PETSc (PCASM ``restrict``, one
     column at a time) and ``omega`` the global smoothing weights (default 0; collective)."""
-    from solvers.schwarz import asm_pc
-
     Phi_rows = sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()
     ras = asm_pc(A, layout, "restrict", "ddlearn_basis_ras_")
     amul, avecs = _column_map(layout, A.mult)
@@ -227,9 +227,6 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
                         variant: str = "basic", ksp_type: str = "cg") -> list[int]:
     """PETSc Krylov iterations of the learned preconditioner with the current parameters on each
     right-hand side of ``rhs``. A solve that does not converge counts as its iteration limit."""
-    from solvers.krylov import solve
-    from solvers.schwarz import TwoLevelSchwarz
-
     PhiT = petsc_basis(basis, layout)
     try:
         def configure(pc):
@@ -249,7 +246,7 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
 def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
                          cfg: PCTrainConfig | None = None) -> PCTrainResult:
     r"""Train a distributed learned basis (:func:`distributed_basis`: smoothing weights
-    :math:`\omega` and the one-level :class:`~ddlearn.distributed.DistributedSchwarzAttention`
+    :math:`\omega` and the one-level :class:`~ddlearn.learned.distributed.DistributedSchwarzAttention`
     :math:`S_\theta`) inside the learned preconditioner and leave it in its best state by
     held-out CG iterations (collective).
 
@@ -278,11 +275,8 @@ def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
         best, best_step = initial, 0
         best_state = copy.deepcopy(basis.state_dict())
         hist = {"step": [0], "loss": [math.nan], "iterations": [initial]}
-        bar = None
-        if cfg.progress and mpi.Get_rank() == 0:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=cfg.steps, desc="training the learned preconditioner",
-                       unit="step", leave=False)
+        bar = progress_bar(cfg.progress, cfg.steps, "training the learned preconditioner", mpi)
+        if bar is not None:
             bar.set_postfix(cg_its=f"{initial:g}")
         stopped, step = "steps", 0
         while step < cfg.steps:

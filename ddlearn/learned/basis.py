@@ -12,7 +12,7 @@ r"""The learned two-level Schwarz preconditioner: Schwarz attention that adapts 
 with :math:`M_{RAS}^{-1} = \sum_i \tilde R_i^T A_i^{-1} R_i` restricted additive Schwarz and
 :math:`\Omega` diagonal, :math:`\omega_i` on the rows subdomain :math:`i` owns: one learned
 Schwarz smoothing step of the basis per subdomain, plus the local part of a one-level
-:class:`~ddlearn.attention.SchwarzAttention`. The learned operator does not replace
+:class:`~ddlearn.learned.attention.SchwarzAttention`. The learned operator does not replace
 :math:`A^{-1}`: it corrects the coarse basis subdomain by subdomain, and the coarse operator
 stays the Galerkin one. Why this shape (``docs/learned_preconditioner.md``):
 
@@ -41,10 +41,11 @@ import torch
 from torch import nn
 
 from .attention import SchwarzAttention
-from .coarse import coarse_space
-from .decomposition import Decomposition
+from ..decomposition.coarse import coarse_space
+from ..classical.reference import one_level, two_level
+from ..decomposition import Decomposition
 
-__all__ = ["KIND", "VARIANTS", "basis_correction_model", "perturb_", "LearnedBasis",
+__all__ = ["KIND", "VARIANTS", "learned_meta", "basis_correction_model", "perturb_", "LearnedBasis",
            "aslinearoperator", "describe"]
 
 KIND = "learned-two-level"
@@ -107,8 +108,6 @@ class LearnedBasis(nn.Module):
     @classmethod
     def serial(cls, S: SchwarzAttention, problem, coarse: str = "hats", omega=None):
         """The basis of a serial :math:`S_\\theta` for ``problem`` (natural ordering)."""
-        from solvers.reference import one_level
-
         dec = S.dec
         A = problem.matrix()
         Phi = coarse_space(coarse, dec).toarray()
@@ -134,8 +133,6 @@ def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
     :class:`scipy.sparse.linalg.LinearOperator` (natural ordering); ``mode="learned"`` is SPD
     (use with :func:`scipy.sparse.linalg.cg`), ``"learned_restricted"`` is for GMRES.
     ``omega``: the smoothing weights (a checkpoint's ``smoothing`` entry; default 0)."""
-    from solvers.reference import two_level
-
     if mode not in VARIANTS:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(VARIANTS)}")
     if tuple(problem.grid) != tuple(S.dec.grid):
@@ -143,6 +140,24 @@ def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
                          f"train or load a model for this problem")
     basis = LearnedBasis.serial(S, problem, coarse, omega)
     return two_level(problem.matrix(), S.dec, basis.to_scipy(), variant=VARIANTS[mode])
+
+
+def learned_meta(coarse: str, smoothing, layout, A, training: dict | None = None,
+                 problem: dict | None = None) -> dict:
+    r"""The metadata that makes a Schwarz-attention checkpoint a learned coarse space (kind
+    :data:`KIND`): the classical coarse space it corrects, the smoothing weights
+    :math:`\omega_i`, the fingerprint of the matrix ``A`` (in ``layout``'s ordering) it serves
+    (collective; it also tells a PC which numbering a user's matrix is in), the training record
+    and the problem. The one place that writes these entries:
+    ``model.save(path, **learned_meta(...))`` or ``model.meta.update(learned_meta(...))``."""
+    meta = {"preconditioner": KIND, "coarse": coarse,
+            "smoothing": [float(w) for w in smoothing],
+            "fingerprint": layout.fingerprint(A).tolist()}
+    if training is not None:
+        meta["training"] = training
+    if problem is not None:
+        meta["problem"] = problem
+    return meta
 
 
 def describe(meta: dict) -> str:

@@ -29,7 +29,9 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from .learned import VARIANTS, LearnedBasis
+from ..decomposition.problems import make_problem
+from ..learned import checkpoint as ckpt_io
+from ..learned.basis import KIND, VARIANTS, LearnedBasis
 
 __all__ = ["MAGIC", "VERSION", "export", "export_checkpoint", "read", "NativeExport"]
 
@@ -82,8 +84,6 @@ def export_checkpoint(checkpoint: str, problem, path: str, mode: str = "learned"
     """Export a learned-preconditioner checkpoint (as the example caches them) for ``problem``.
 
     Raises ``ValueError`` for a checkpoint of another kind or problem."""
-    from . import checkpoint as ckpt_io
-    from .learned import KIND
 
     S, meta = ckpt_io.load(checkpoint, problem=problem.describe())
     if meta.get("preconditioner") != KIND:
@@ -145,12 +145,11 @@ def read(path: str, comm=None) -> NativeExport:
 
 
 def main(argv=None) -> None:
-    """``python -m ddlearn.export CHECKPOINT OUT -problem NAME -n N [-contrast C] [-mode M]``"""
+    """``python -m ddlearn.pc.export CHECKPOINT OUT -problem NAME -n N [-contrast C] [-mode M]``"""
     import argparse
 
-    from .problems import make_problem
 
-    ap = argparse.ArgumentParser(prog="python -m ddlearn.export", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m ddlearn.pc.export", description=main.__doc__)
     ap.add_argument("checkpoint")
     ap.add_argument("out")
     ap.add_argument("-problem", required=True)

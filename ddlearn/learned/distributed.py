@@ -1,7 +1,7 @@
 r"""Schwarz attention distributed the way Schwarz methods run.
 
 Rank ``r`` owns its subdomains' blocks :math:`Q_i, K_i` and the rows of every vector that
-:class:`~ddlearn.layout.Layout` gives it; the coarse rank alone owns :math:`Q_0, K_0`. One apply
+:class:`~ddlearn.decomposition.layout.Layout` gives it; the coarse rank alone owns :math:`Q_0, K_0`. One apply
 
 .. math:: u = \Phi\,Q_0K_0^T\,\Phi^T f + \sum_i R_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} R_i f
 
@@ -21,19 +21,11 @@ from torch import nn
 
 from . import checkpoint as ckpt_io
 from .attention import SchwarzAttention, padded_blocks
-from .layout import Layout
+from ..decomposition.collective import collective_check
+from ..decomposition.layout import Layout
 
 __all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
-           "collective_check", "PetscExactSolver", "shared_sum", "apply_columns"]
-
-
-def collective_check(comm, ok: bool, message: str) -> None:
-    """Raise ``ValueError(message)`` on every rank if ``ok`` is false on any rank, so a bad
-    input seen by one rank cannot leave the others waiting in a collective."""
-    bad = comm.tompi4py().allgather(None if ok else message)
-    errors = [m for m in bad if m is not None]
-    if errors:
-        raise ValueError(errors[0])
+           "PetscExactSolver", "shared_sum", "apply_columns"]
 
 
 def apply_columns(apply, X: np.ndarray, x: PETSc.Vec, y: PETSc.Vec) -> np.ndarray:
@@ -192,7 +184,7 @@ _TRAINING_STATE = ("state", "current_state", "optimizer", "scheduler", "sampler"
 
 
 class DistributedSchwarzAttention(nn.Module):
-    r"""The distributed form of :class:`~ddlearn.attention.SchwarzAttention`.
+    r"""The distributed form of :class:`~ddlearn.learned.attention.SchwarzAttention`.
 
     Built from a serial model (its parameters are sliced: this rank keeps only its subdomains'
     :math:`Q_i, K_i`, and :math:`Q_0, K_0` only on the coarse rank), or from a checkpoint of

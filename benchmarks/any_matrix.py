@@ -1,0 +1,219 @@
+"""ddlearn's two-level Schwarz PC on matrices it did not assemble (issue 10's measurements).
+
+    mpiexec -n 4 python benchmarks/any_matrix.py [--quick] [--json FILE]
+    python benchmarks/any_matrix.py --report FILE
+
+1. *Orderings*: 2D 255² (Poisson and channels, contrast 1e6), N = 64, overlap 1: the PC from
+   options on the plain petsc4py client's matrix (natural ordering, PETSc's default rows) and on
+   the same matrix in ddlearn's subdomain ordering: CG iterations and apply parity; the
+   structured harness method ``twolevel`` (box overlap, so other subdomains) for reference.
+2. *Unstructured FEM* (scikit-fem P1, jittered Delaunay mesh, RCM numbering, >= 100 000
+   unknowns): one-level, Nicolaides (METIS and boxes), hats (boxes) and GAMG for N = 16, 64,
+   256, constant and channels coefficient; set-up split (partition, coarse basis, local
+   factorisations, coarse matrix) beside PETSc's own PCASM set-up with the same N and overlap.
+
+CG to rtol 1e-8 on the unpreconditioned residual, b from the client, true residual checked.
+Writes JSON (default ``benchmarks/results/any_matrix.json``); times are the slowest rank's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import petsc4py
+
+petsc4py.init([])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import fem_diffusion  # noqa: E402
+import petsc_client  # noqa: E402
+from ddlearn.decomposition import Decomposition  # noqa: E402
+from ddlearn.decomposition.layout import Layout  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
+from solvers.methods import Case, run_methods  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+
+
+def _wall(fn):
+    COMM.Barrier()
+    t = time.perf_counter()
+    out = fn()
+    return out, COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
+
+
+def _solve(A, b, configure, **ctx_args):
+    """CG with the PC ``configure`` sets; returns iterations, residual, times, PC timing."""
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOperators(A)
+    ksp.setType("cg")
+    ksp.setTolerances(rtol=1e-8, max_it=5000)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    configure(ksp.getPC())
+    ksp.setFromOptions()
+    x = b.duplicate()
+    _, setup_s = _wall(ksp.setUp)
+    _, solve_s = _wall(lambda: ksp.solve(b, x))
+    r = b.duplicate()
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    pc = ksp.getPC()
+    timing = dict(pc.getPythonContext().timing) if pc.getType() == "python" else {}
+    out = {"iterations": ksp.getIterationNumber(), "converged": ksp.getConvergedReason() > 0,
+           "rnorm_true": r.norm() / b.norm(), "setup_s": setup_s, "solve_s": solve_s,
+           "split": timing}
+    for o in (ksp, x, r):
+        o.destroy()
+    return out
+
+
+def _ddlearn_pc(coarse, N, partition=None):
+    def configure(pc):
+        pc.setType("python")
+        pc.setPythonContext(TwoLevelSchwarzPC(coarse, N, 1, partition))
+    return configure
+
+
+def _petsc_asm(N):
+    def configure(pc):
+        pc.setType("asm")
+        pc.setASMType(PETSc.PC.ASMType.BASIC)
+        pc.setASMTotalSubdomains(N)
+        pc.setASMOverlap(1)
+        opts = PETSc.Options()
+        opts.setValue("-sub_pc_type", "lu")
+    return configure
+
+
+def orderings(n, N):
+    rows = []
+    for name, contrast in (("poisson2d", 1.0), ("channels", 1e6)):
+        problem = make_problem(name, n, **({"contrast": contrast} if name == "channels" else {}))
+        A_nat = petsc_client.assemble(n, contrast)
+        set_coordinates(A_nat, petsc_client.coordinates(A_nat, n))
+        layout = Layout(Decomposition(problem.grid, N, 1))
+        A_dd = layout.matrix(problem)
+        set_coordinates(A_dd, problem.coordinates()[layout.local_natural()])
+        ones = np.ones(problem.n)
+        b_nat = A_nat.createVecLeft()
+        b_nat.set(1.0)
+        b_dd = layout.from_natural(ones)
+        x = np.random.default_rng(0).standard_normal(problem.n)
+        for coarse in ("hats", "nicolaides"):
+            res = {}
+            ys = {}
+            for label, A, b in (("natural", A_nat, b_nat), ("ddlearn", A_dd, b_dd)):
+                res[label] = _solve(A, b, _ddlearn_pc(coarse, N))
+                pc = PETSc.PC().create(comm=A.getComm())
+                pc.setOperators(A, A)
+                _ddlearn_pc(coarse, N)(pc)
+                pc.setUp()
+                X, Y = A.createVecs()
+                lo, hi = X.getOwnershipRange()
+                perm = np.arange(problem.n) if label == "natural" else layout.perm
+                X.setArray(x[perm[lo:hi]])
+                pc.apply(X, Y)
+                y = np.empty(problem.n)
+                y[perm] = np.concatenate(COMM.allgather(Y.getArray(readonly=True).copy()))
+                ys[label] = y
+                for o in (pc, X, Y):
+                    o.destroy()
+            parity = float(np.abs(ys["natural"] - ys["ddlearn"]).max() /
+                           np.abs(ys["ddlearn"]).max())
+            rows.append({"problem": name, "n": problem.n, "N": N, "coarse": coarse,
+                         "its_natural": res["natural"]["iterations"],
+                         "its_ddlearn": res["ddlearn"]["iterations"],
+                         "rnorm_natural": res["natural"]["rnorm_true"],
+                         "apply_parity": parity})
+        case = Case.build(problem, N, 1)
+        b = case.layout.from_natural(ones)
+        (twolevel,) = run_methods(case, ["twolevel"], b)
+        rows[-2]["its_structured_twolevel"] = rows[-1]["its_structured_twolevel"] = \
+            twolevel.iterations
+        for o in (A_nat, A_dd, b_nat, b_dd, b):
+            o.destroy()
+        case.destroy()
+        PETSc.Sys.Print(json.dumps(rows[-2:]))
+    return rows
+
+
+def fem(m, Ns, coefficients):
+    rows = []
+    for name in coefficients:
+        A_sp, b_np, coords = fem_diffusion.system(m, name, 1e6)
+        A = fem_diffusion.to_petsc(A_sp)
+        lo, hi = A.getOwnershipRange()
+        set_coordinates(A, coords[lo:hi])
+        b = A.createVecLeft()
+        b.setArray(b_np[lo:hi])
+        methods = {"gamg": lambda pc: pc.setType("gamg")}
+        for N in Ns:
+            methods.update({
+                f"one-level N={N}": _ddlearn_pc("none", N, "metis"),
+                f"nicolaides metis N={N}": _ddlearn_pc("nicolaides", N, "metis"),
+                f"nicolaides boxes N={N}": _ddlearn_pc("nicolaides", N, "boxes"),
+                f"hats boxes N={N}": _ddlearn_pc("hats", N, "boxes"),
+                f"PCASM N={N}": _petsc_asm(N)})
+        for label, configure in methods.items():
+            r = _solve(A, b, configure)
+            PETSc.Options().delValue("-sub_pc_type")
+            rows.append({"coefficient": name, "unknowns": A_sp.shape[0], "method": label, **r})
+            PETSc.Sys.Print(f"{name} {label}: {r['iterations']} its, setup {r['setup_s']:.2f} s "
+                            f"{r['split']}")
+        for o in (A, b):
+            o.destroy()
+    return rows
+
+
+def report(data) -> str:
+    out = ["| problem | coarse | N | CG its, natural ordering | CG its, ddlearn ordering | "
+           "apply parity | structured twolevel (box overlap) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for r in data["orderings"]:
+        out.append(f"| {r['problem']} {int(np.sqrt(r['n']))}² | {r['coarse']} | {r['N']} | "
+                   f"{r['its_natural']} | {r['its_ddlearn']} | {r['apply_parity']:.1e} | "
+                   f"{r['its_structured_twolevel']} |")
+    out += ["", "| coefficient | unknowns | method | CG its | setup s | partition s | "
+            "coarse basis s | local s | coarse matrix s | solve s |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in data["fem"]:
+        s = r["split"]
+        cells = [f"{s[k]:.2f}" if k in s else "" for k in ("partition_s", "basis_s", "local_s",
+                                                           "coarse_s")]
+        out.append(f"| {r['coefficient']} | {r['unknowns']} | {r['method']} | {r['iterations']}"
+                   f"{'' if r['converged'] else ' (not converged)'} | {r['setup_s']:.2f} | "
+                   + " | ".join(cells) + f" | {r['solve_s']:.2f} |")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--json", default="benchmarks/results/any_matrix.json")
+    ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON and exit")
+    args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            print(report(json.load(f)))
+        return
+    n, N, m, Ns = (31, 16, 40, (4, 16)) if args.quick else (255, 64, 320, (16, 64, 256))
+    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(),
+            "orderings": orderings(n, N),
+            "fem": fem(m, Ns, ("constant", "channels"))}
+    if COMM.Get_rank() == 0:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+        print(report(data))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
