@@ -32,7 +32,7 @@ def worker(out: str) -> None:
     from ddlearn.decomposition.layout import Layout
     from ddlearn.decomposition.problems import Poisson1D
     from ddlearn.learned.training import TrainConfig, train
-    from ddlearn.classical.overlapping import configure_asm
+    from ddlearn.classical.overlapping import configure_asm, exact_local_solves
 
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
@@ -94,6 +94,7 @@ def worker(out: str) -> None:
     configure_asm(pc, d.layout)
     pc.setFromOptions()
     pc.setUp()
+    exact_local_solves(pc)
     x, y = A.createVecs()
     x.setRandom()
 

@@ -45,10 +45,10 @@ def run_case(name, n, N, overlap, steps, extra):
     from petsc4py import PETSc
 
     from ddlearn.learned.distributed import DistributedSchwarzAttention
-    from ddlearn.learned.basis import basis_correction_model, learned_meta
+    from ddlearn.learned.basis import (basis_correction_model, distributed_basis,
+                                       gather_smoothing, learned_meta)
+    from ddlearn.learned.pc_training import PCTrainConfig, train_preconditioner
     from ddlearn.pc import TwoLevelSchwarzPC
-    from ddlearn.learned.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
-                                     train_preconditioner)
     from ddlearn.decomposition.problems import make_problem
     from ddlearn.classical.krylov import solve
     from solvers.methods import METHODS, Case

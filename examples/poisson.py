@@ -7,14 +7,23 @@ preconditioner and prints iterations, converged reason, true relative residual
 ``||b - A x|| / ||b||``, set-up and solve seconds (slowest rank); writes JSON and a convergence
 plot. All options are PETSc options:
 
-  -problem {poisson1d,poisson2d,channels}   (default poisson2d)
+  -problem {poisson1d,poisson2d,channels,random_channels,random_inclusions,random_lognormal}
+                       (default poisson2d; random_*: seeded coefficient families)
   -n N                 interior points per direction (default 4095 in 1D, 255 in 2D)
   -subdomains N        total number of subdomains (default 64)
   -overlap n_delta     overlap in indices / grid layers (default 2 in 1D, 1 in 2D)
   -coarse_space {hats,nicolaides}            (default hats)
-  -contrast C          channel contrast for -problem channels (default 1e6)
-  -methods LIST        comma list of none,jacobi,asm,twolevel,gdsw,gamg,attention,learned
+  -contrast C          coefficient contrast for channels and random_* (default 1e6)
+  -field_seed S        seed of a random_* coefficient field (default 0)
+  -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,gdsw_sub,
+                       spectral,gamg,attention,learned
                        (default: none,jacobi,asm,twolevel,gamg,attention,learned)
+                       twolevel: classical two-level Schwarz with the -coarse_space below;
+                       nicolaides, gdsw_sub, spectral: ddlearn.pc.TwoLevelSchwarzPC with that
+                       coarse space on the same N and overlap; gdsw: PETSc's PCMG + GDSW
+                       (one subdomain per rank)
+  -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
+                       the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
   -json FILE -plot FILE   outputs (default poisson.json, poisson.png; "" to skip)
   -seed S              right-hand side seed (default 0)
@@ -42,6 +51,7 @@ import petsc4py
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
+from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from solvers.learned import LearnedSettings  # noqa: E402
 from solvers.methods import DEFAULT_METHODS, Case, parse_methods, run_methods  # noqa: E402
@@ -59,8 +69,13 @@ def read_options(opts: PETSc.Options) -> dict:
         "overlap": opts.getInt("overlap", 2 if one_d else 1),
         "coarse_space": opts.getString("coarse_space", "hats"),
         "contrast": opts.getReal("contrast", 1e6),
+        "field_seed": opts.getInt("field_seed", 0),
         "methods": parse_methods(opts.getString("methods", ",".join(DEFAULT_METHODS))),
         "learned": LearnedSettings.from_options(opts),
+        "spectral": SpectralSettings(opts.getInt("spectral_nev", 8),
+                                     opts.getReal("spectral_threshold", 0.0),
+                                     opts.getString("spectral_eigensolver", "slepc")),
+        "spectral_with_hats": opts.getBool("spectral_with_hats", False),
         "ksp_type": opts.getString("ksp_type", "cg"),
         "rtol": opts.getReal("rtol", 1e-8),
         "json": opts.getString("json", "poisson.json"),
@@ -83,9 +98,14 @@ def main(argv: list[str] | None = None) -> dict:
             opts.delValue(key)
     comm = PETSc.COMM_WORLD
     rank0 = comm.getRank() == 0
-    kwargs = {"contrast": cfg["contrast"]} if cfg["problem"] == "channels" else {}
+    kwargs = {}
+    if cfg["problem"] == "channels" or cfg["problem"].startswith("random_"):
+        kwargs["contrast"] = cfg["contrast"]
+    if cfg["problem"].startswith("random_"):
+        kwargs["seed"] = cfg["field_seed"]
     problem = make_problem(cfg["problem"], cfg["n"], **kwargs)
     case = Case.build(problem, cfg["subdomains"], cfg["overlap"], cfg["coarse_space"], comm)
+    case.spectral, case.spectral_with_hats = cfg["spectral"], cfg["spectral_with_hats"]
     PETSc.Sys.Print(f"{problem.name}: n = {problem.n} unknowns, N = {case.dec.N} subdomains "
                     f"{case.dec.boxes}, overlap {case.dec.overlap}, n_0 = {case.Phi.shape[1]} "
                     f"({cfg['coarse_space']}), {comm.getSize()} ranks on {os.cpu_count()} cores, "

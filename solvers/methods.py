@@ -6,22 +6,23 @@ only; defaults set here go into the options database only where the user set not
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
 from ddlearn.classical.krylov import KrylovResult, solve
-from ddlearn.classical.options import set_defaults
 from ddlearn.classical.overlapping import configure_asm
+from ddlearn.classical.spectral import SpectralSettings
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition.layout import Layout
-from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC
+from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC, set_coordinates
 
 from . import learned
+from .options import set_defaults
 
 __all__ = ["Case", "METHODS", "DEFAULT_METHODS", "run_methods", "parse_methods"]
 
@@ -37,14 +38,20 @@ class Case:
     Phi: sp.csr_matrix
     PhiP: PETSc.Mat
     coarse: str
+    spectral: SpectralSettings = field(default_factory=SpectralSettings)
+    spectral_with_hats: bool = False
 
     @classmethod
     def build(cls, problem, N: int, overlap: int, coarse: str = "hats", comm=None,
               coarse_rank: int = 0) -> "Case":
+        """The case with ``A`` in ddlearn's subdomain ordering and the grid coordinates attached
+        to it (so that ddlearn's options-driven PC finds them)."""
         dec = Decomposition(problem.grid, N, overlap)
         layout = Layout(dec, comm, coarse_rank)
         Phi = coarse_space(coarse, dec)
-        return cls(problem, dec, layout, layout.matrix(problem), Phi, layout.phi(Phi), coarse)
+        A = layout.matrix(problem)
+        set_coordinates(A, problem.coordinates()[layout.local_natural()])
+        return cls(problem, dec, layout, A, Phi, layout.phi(Phi), coarse)
 
     def rhs(self, seed: int = 0) -> PETSc.Vec:
         """A random right-hand side, uniform on (-1, 1), the same for every rank count."""
@@ -84,12 +91,22 @@ def _gdsw(pc, case):
         "pc_mg_galerkin": "both", "pc_mg_type": "additive",
         "pc_mg_adapt_interp_coarse_space": "gdsw",
         "mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
-        "mg_levels_sub_ksp_type": "preonly", "mg_levels_sub_pc_type": "lu",
         "mg_coarse_pc_type": "redundant", "mg_coarse_redundant_pc_type": "lu"})
     pc.setType(PETSc.PC.Type.MG)
     pc.setMGLevels(2)
     pc.setFromOptions()
     configure_asm(pc.getMGSmoother(1).getPC(), case.layout, "basic")
+
+
+def _ddlearn(coarse):
+    """ddlearn's options-driven PC on the case's matrix, with N and overlap of the case (box
+    subdomains from the coordinates, overlap by graph layers)."""
+    def configure(pc, case):
+        pc.setType(PETSc.PC.Type.PYTHON)
+        pc.setPythonContext(TwoLevelSchwarzPC(
+            coarse, case.dec.N, case.dec.overlap, "boxes", spectral=case.spectral,
+            with_hats=case.spectral_with_hats))
+    return configure
 
 
 def _gamg(pc, case):
@@ -119,6 +136,9 @@ METHODS = {
     "asm": _asm,
     "twolevel": _twolevel,
     "gdsw": _gdsw,
+    "gdsw_sub": _ddlearn("gdsw"),
+    "nicolaides": _ddlearn("nicolaides"),
+    "spectral": _ddlearn("spectral"),
     "gamg": _gamg,
     "attention": None,
     "learned": None,

@@ -9,6 +9,7 @@ from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
 from ddlearn.decomposition.problems import make_problem
+from ddlearn.learned.pc_training import PCTrainConfig
 from ddlearn.classical import reference
 
 
@@ -63,8 +64,6 @@ def test_adapter_bad_input():
 
 
 def test_training_config_rejects_bad_settings():
-    from ddlearn.learned.pc_training import PCTrainConfig
-
     for kwargs, msg in (({"steps": 0}, "steps must be >= 1"), ({"lr": 0.0}, "learning rate"),
                         ({"objective": "magic"}, "unknown training objective 'magic'"),
                         ({"cg_steps": 0}, "cg_steps must be >= 1")):

@@ -10,10 +10,10 @@ from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.distributed import DistributedSchwarzAttention
 from ddlearn.decomposition.layout import Layout
-from ddlearn.learned.basis import (aslinearoperator, basis_correction_model, learned_meta,
-                                   perturb_)
-from ddlearn.learned.pc_training import (PCTrainConfig, distributed_basis, gather_smoothing,
-                                 held_out_iterations, held_out_rhs, train_preconditioner)
+from ddlearn.learned.basis import (aslinearoperator, basis_correction_model, distributed_basis,
+                                   gather_smoothing, learned_meta, perturb_)
+from ddlearn.learned.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
+                                         train_preconditioner)
 from ddlearn.decomposition.problems import make_problem
 
 pytestmark = pytest.mark.mpi

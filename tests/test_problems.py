@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from ddlearn.decomposition.coefficients import coefficient
 from ddlearn.decomposition.problems import Diffusion2D, Poisson1D, Poisson2D, channels, make_problem
 
 
@@ -63,3 +64,23 @@ def test_bad_kappa():
         Diffusion2D(4, np.ones((4, 4)))
     with pytest.raises(ValueError, match="positive"):
         Diffusion2D(4, lambda x, y: 0 * x)
+
+
+@pytest.mark.parametrize("family", ["channels", "inclusions", "lognormal"])
+def test_coefficient_families_are_seeded_and_in_range(family):
+    a, b = coefficient(family, 31, 1e6, 3), coefficient(family, 31, 1e6, 3)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, coefficient(family, 31, 1e6, 4))
+    assert a.shape == (33, 33) and a.min() >= 1.0 and a.max() <= 1e6
+    assert a.max() / a.min() > 1e5  # the contrast is there
+    p = make_problem(f"random_{family}", 31, contrast=1e6, seed=3)
+    assert p.describe()["seed"] == 3 and p.describe()["contrast"] == 1e6
+    A = p.matrix()
+    assert abs(A - A.T).max() == 0
+
+
+def test_coefficient_family_bad_input():
+    with pytest.raises(ValueError, match="outside"):
+        coefficient("channels", 15, 0.5, 0)
+    with pytest.raises(ValueError, match="unknown coefficient family"):
+        coefficient("stripes", 15, 10.0, 0)

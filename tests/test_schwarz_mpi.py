@@ -10,7 +10,7 @@ from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 from ddlearn.classical.krylov import solve
 from solvers.methods import LEARNED, METHODS, Case, parse_methods, run_methods
-from ddlearn.classical.overlapping import configure_asm
+from ddlearn.classical.overlapping import configure_asm, exact_local_solves
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 
 pytestmark = pytest.mark.mpi
@@ -24,6 +24,7 @@ def _pc(case, configure):
     pc.setOperators(case.A, case.A)
     configure(pc)
     pc.setUp()
+    exact_local_solves(pc)
     return pc
 
 

@@ -10,7 +10,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
-from .options import set_defaults
+from .overlapping import exact_local_solves
 
 __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc",
            "require_symmetric_pc", "SYMMETRIC_KRYLOV"]
@@ -104,17 +104,16 @@ def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,
         ksp.setType(ksp_type)
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
         ksp.setTolerances(rtol=rtol, atol=0.0, max_it=max_it)
-        if ksp_type == "cg":
-            # one all-reduce per iteration for both inner products: same iterates in exact
-            # arithmetic, fewer synchronisations on oversubscribed ranks
-            set_defaults(prefix, {"ksp_cg_single_reduction": "true"})
         configure(ksp.getPC())
         ksp.setFromOptions()
         check_symmetric_pc(ksp)
         ksp.setConvergenceHistory(reset=True)
         x = b.duplicate()
         x.set(0.0)
-        setup_s = _wall(comm, ksp.setUp)
+        # PCASM blocks (directly or as PCMG smoothers) default to exact LU, factored in the
+        # timed set-up rather than in the first solve
+        setup_s = _wall(comm, lambda: (ksp.setUp(), exact_local_solves(ksp.getPC()),
+                                       ksp.setUpOnBlocks()))
         check_symmetric_pc(ksp)  # a mode chosen from the model file is known only now
         solve_s = _wall(comm, lambda: ksp.solve(b, x))
         r = b.duplicate()

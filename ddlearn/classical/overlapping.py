@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-from .options import set_defaults
-
 __all__ = ["ASM_TYPES", "configure_asm", "asm_pc", "exact_local_solves"]
 
 ASM_TYPES = {"basic": PETSc.PC.ASMType.BASIC, "restrict": PETSc.PC.ASMType.RESTRICT,
@@ -32,16 +30,23 @@ def _set_subdomains(pc: PETSc.PC, subdomains, variant: str) -> None:
 
 def configure_asm(pc: PETSc.PC, subdomains, variant: str = "basic") -> PETSc.PC:
     r"""Make ``pc`` (typically a KSP's PC, set up later by the KSP) one-level Schwarz on
-    ``subdomains``; local solves default to exact LU (``-{prefix}sub_pc_type``)."""
-    set_defaults(pc.getOptionsPrefix(), {"sub_ksp_type": "preonly", "sub_pc_type": "lu"})
+    ``subdomains``. Call :func:`exact_local_solves` after its set-up for exact local solves
+    (:func:`ddlearn.classical.krylov.solve` does)."""
     _set_subdomains(pc, subdomains, variant)
     return pc
 
 
 def exact_local_solves(pc: PETSc.PC) -> None:
-    """After ``pc.setUp()`` of a PCASM: local solves preonly + LU unless the options database
-    chose otherwise under the PC's prefix (the PETSc way: type first, options decide). PCASM
-    factors its blocks at the first solve, so nothing is factored twice."""
+    """After set-up of a PCASM (or a PCMG whose smoothers are PCASM): local solves preonly +
+    LU unless the options database chose otherwise under the PC's prefix (the PETSc way: types
+    in code, options decide). PCASM factors its blocks at the first solve
+    (PCSetUpOnBlocks), so nothing is factored twice."""
+    if pc.getType() == PETSc.PC.Type.MG:
+        for level in range(1, pc.getMGLevels()):
+            exact_local_solves(pc.getMGSmoother(level).getPC())
+        return
+    if pc.getType() != PETSc.PC.Type.ASM:
+        return
     opts = PETSc.Options(pc.getOptionsPrefix() or "")
     for ksp in pc.getASMSubKSP():
         if not opts.hasName("sub_ksp_type"):

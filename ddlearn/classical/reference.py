@@ -13,10 +13,12 @@ unknowns, :math:`\sum_i \tilde R_i^T A_i^{-1} R_i`, as PETSc's PCASM ``restrict`
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-__all__ = ["local_solvers", "coarse_matrix", "one_level", "two_level"]
+__all__ = ["local_solvers", "coarse_matrix", "one_level", "two_level", "neumann_matrix",
+           "spectral_basis"]
 
 
 def local_solvers(A: sp.spmatrix, dec) -> list:
@@ -65,3 +67,29 @@ def two_level(A: sp.spmatrix, dec, Phi: sp.spmatrix,
         return local(x) + Phi @ lu0.solve(Phi.T @ x)
 
     return spla.LinearOperator(A.shape, matvec=matvec, dtype=np.float64)
+
+
+def neumann_matrix(A: sp.spmatrix, I: np.ndarray) -> sp.csr_matrix:
+    r"""Algebraic local Neumann matrix :math:`R_iAR_i^T - \mathrm{diag}(\sum_{j\notin I}
+    |a_{kj}|)` (see :mod:`ddlearn.classical.spectral`)."""
+    A = sp.csr_matrix(A)
+    rows, Ai = A[I], A[I][:, I]
+    outside = (np.asarray(abs(rows).sum(axis=1)).ravel()
+               - np.asarray(abs(Ai).sum(axis=1)).ravel())
+    return sp.csr_matrix(Ai - sp.diags(outside))
+
+
+def spectral_basis(A: sp.spmatrix, subdomains, weights, nev: int) -> sp.csr_matrix:
+    r"""Dense-eigensolver reference of the spectral coarse space: per subdomain the ``nev``
+    largest :math:`\mu` of :math:`DA^NDv = \mu(A^N+\varepsilon I)v`, columns
+    :math:`R_i^TDv`, shape ``(n, sum of nev)``."""
+    cols = []
+    for I, D in zip(subdomains, weights):
+        AN = neumann_matrix(A, I).toarray()
+        eps = 1e-9 * AN.diagonal().max()
+        mu, V = sla.eigh(D[:, None] * AN * D[None, :], AN + eps * np.eye(len(I)))
+        V = V[:, np.argsort(mu)[::-1][:min(nev, len(I))]]
+        col = np.zeros((A.shape[0], V.shape[1]))
+        col[I] = D[:, None] * V
+        cols.append(col)
+    return sp.csr_matrix(np.hstack(cols))

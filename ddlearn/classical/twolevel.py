@@ -51,6 +51,7 @@ class TwoLevelSchwarz:
                  prefix: str = ""):
         self.subdomains, self.Phi, self.variant, self.prefix = subdomains, Phi, variant, prefix
         self.local = self.coarse = self._structure = None
+        self._prefix, self.timing = prefix, {}
         self.timing = {}
 
     @property
@@ -69,14 +70,27 @@ class TwoLevelSchwarz:
         local part (PCASM set-up and factorisations) and the coarse part (triple product and
         coarse factorisation), slowest rank."""
         self.reset(pc)
-        prefix = (pc.getOptionsPrefix() or "") + self.prefix
+        self._prefix = (pc.getOptionsPrefix() or "") + self.prefix
         clock = Stopwatch(P.getComm())
-        self.local = asm_pc(P, self.subdomains, self.variant, prefix + "local_")
+        self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_")
         self.timing = {"local_s": clock.lap()}
-        if self.Phi is not None:
-            self.coarse = CoarseCorrection(P, self.Phi, self.subdomains.coarse_rank, prefix)
+        self._coarse(P)
         self.timing["coarse_s"] = clock.lap()
         self._structure = matrix_structure(P)
+
+    def _coarse(self, P: PETSc.Mat) -> None:
+        if self.coarse is not None:
+            self.coarse.update(P)
+        elif self.Phi is not None:
+            self.coarse = CoarseCorrection(P, self.Phi, self.subdomains.coarse_rank,
+                                           self._prefix)
+
+    def set_coarse_basis(self, Phi: PETSc.Mat | None) -> None:
+        """A new coarse basis (for coarse spaces that depend on the matrix values): the next
+        set-up builds the coarse correction on it and keeps the overlapping part."""
+        if self.coarse is not None:
+            self.coarse.destroy()
+        self.coarse, self.Phi = None, Phi
 
     def update(self, P: PETSc.Mat) -> None:
         """New values of the same matrix: refactor the local blocks and the coarse matrix."""
@@ -85,8 +99,7 @@ class TwoLevelSchwarz:
         self.local.setUp()
         self.local.setUpOnBlocks()
         self.timing = {"local_s": clock.lap()}
-        if self.coarse is not None:
-            self.coarse.update(P)
+        self._coarse(P)
         self.timing["coarse_s"] = clock.lap()
 
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:

@@ -14,7 +14,7 @@ from petsc4py import PETSc
 
 from .structured import Decomposition
 
-__all__ = ["Layout", "distributed_aij", "coarse_ranges"]
+__all__ = ["Layout", "distributed_aij", "coarse_basis_matrix", "coarse_ranges"]
 
 
 def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:
@@ -33,6 +33,23 @@ def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.
                               nnz=(d_nnz, o_nnz), comm=comm)
     M.setValuesCSR(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
                    rows.data)
+    M.assemble()
+    return M
+
+
+def coarse_basis_matrix(comm, nlocal_rows: int, n0: int, rows, cols, vals,
+                        coarse_rank: int = 0) -> PETSc.Mat:
+    r"""A coarse basis :math:`\Phi` (rows distributed with ``nlocal_rows`` here, all ``n0``
+    columns on ``coarse_rank``) from this rank's entries in coordinate form; rows may belong to
+    other ranks (PETSc's COO assembly sends them), each ``(row, col)`` given once overall
+    (collective)."""
+    n0_local = n0 if comm.getRank() == coarse_rank else 0
+    M = PETSc.Mat().create(comm=comm)
+    M.setSizes(((nlocal_rows, None), (n0_local, n0)))
+    M.setType(PETSc.Mat.Type.AIJ)
+    M.setPreallocationCOO(np.asarray(rows, dtype=PETSc.IntType),
+                          np.asarray(cols, dtype=PETSc.IntType))
+    M.setValuesCOO(np.asarray(vals, dtype=PETSc.ScalarType))
     M.assemble()
     return M
 

@@ -31,25 +31,37 @@ from .collective import collective_check
 from .structured import box_grid, split
 
 __all__ = ["PARTITIONERS", "Subdomains", "gather_pattern", "box_partition", "rcb_partition",
-           "metis_partition", "grow_overlap", "assign_holders"]
+           "metis_partition", "grow_overlap", "assign_holders", "gather_matrix",
+           "scatter_rows"]
 
 PARTITIONERS = ("boxes", "rcb", "metis")
+
+
+def gather_matrix(A: PETSc.Mat) -> sp.csr_matrix | None:
+    """The whole matrix on rank 0 as scipy CSR (``None`` elsewhere; collective)."""
+    mpi = A.getComm().tompi4py()
+    parts = mpi.gather(A.getValuesCSR(), root=0)
+    if mpi.Get_rank() != 0:
+        return None
+    return sp.vstack([sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1]))
+                      for i, j, v in parts]).tocsr()
+
+
+def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
+    """Each rank's rows ``ranges[r]:ranges[r+1]`` of the matrix ``M`` held by rank 0."""
+    mpi = comm.tompi4py()
+    pieces = [M[ranges[r]:ranges[r + 1]] for r in range(len(ranges) - 1)] \
+        if mpi.Get_rank() == 0 else None
+    return mpi.scatter(pieces, root=0)
 
 
 def gather_pattern(A: PETSc.Mat) -> sp.csr_matrix | None:
     """The symmetrised nonzero pattern of ``A`` without its diagonal, on rank 0 (``None``
     elsewhere; collective)."""
-    indptr, indices, _ = A.getValuesCSR()
-    lo, _ = A.getOwnershipRange()
-    rows = np.repeat(np.arange(lo, lo + len(indptr) - 1), np.diff(indptr))
-    mpi = A.getComm().tompi4py()
-    parts = mpi.gather((rows, indices), root=0)
-    if mpi.Get_rank() != 0:
+    M = gather_matrix(A)
+    if M is None:
         return None
-    n = A.getSize()[0]
-    r = np.concatenate([p[0] for p in parts])
-    c = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    G = sp.csr_matrix((np.ones(len(r), dtype=np.int8), (r, c)), shape=(n, n))
+    G = (M != 0).astype(np.int8)
     G = ((G + G.T) != 0).astype(np.int8)
     G.setdiag(0)
     G.eliminate_zeros()
@@ -152,15 +164,20 @@ class Subdomains:
         :math:`I_i` and the non-overlapping parts of those subdomains (sorted global rows).
     sizes : ndarray
         :math:`n_i` of all ``N`` subdomains (every rank).
+    weights : list of ndarray
+        Diagonals of :math:`D_i = \mathrm{diag}(1/m_j,\ j \in I_i)` of those subdomains.
     Phi_rows : scipy.sparse.csr_matrix or None
         This rank's rows of the coarse basis chosen at construction.
+    part : ndarray or None
+        On rank 0 of a partition this class computed: the part of every row (else ``None``).
     """
 
-    def __init__(self, comm, N, overlap, partitioner, ids, overlapping, owned, sizes,
+    def __init__(self, comm, N, overlap, partitioner, ids, overlapping, owned, sizes, weights,
                  Phi_rows=None, coarse_rank: int = 0):
         self.comm, self.N, self.overlap, self.partitioner = comm, N, overlap, partitioner
         self.ids, self.overlapping, self.owned, self.sizes = ids, overlapping, owned, sizes
-        self.Phi_rows, self.coarse_rank = Phi_rows, coarse_rank
+        self.weights, self.Phi_rows, self.coarse_rank = weights, Phi_rows, coarse_rank
+        self.part = None
 
     @classmethod
     def from_matrix(cls, A: PETSc.Mat, N: int, overlap: int, coordinates: np.ndarray | None = None,
@@ -213,10 +230,12 @@ class Subdomains:
         err = mpi.bcast(err, root=0)
         if err:
             raise ValueError(err)
-        ids, I, O, Phi_rows = mpi.scatter(payload["per_rank"] if payload else None, root=0)
+        ids, I, O, W, Phi_rows = mpi.scatter(payload["per_rank"] if payload else None, root=0)
         sizes = mpi.bcast(payload["sizes"] if payload else None, root=0)
-        return cls(comm, int(N), int(overlap), partitioner, ids, I, O, sizes, Phi_rows,
-                   coarse_rank)
+        out = cls(comm, int(N), int(overlap), partitioner, ids, I, O, sizes, W, Phi_rows,
+                  coarse_rank)
+        out.part = payload["part"] if payload else None
+        return out
 
     @classmethod
     def from_layout(cls, layout, to_global: np.ndarray) -> "Subdomains":
@@ -224,9 +243,14 @@ class Subdomains:
         same unknowns: ``to_global[j]`` is the matrix row holding natural unknown ``j``."""
         dec = layout.dec
         local = layout.local_subdomains
-        return cls(layout.comm, dec.N, dec.overlap, "structured", local,
-                   [np.sort(to_global[dec.subdomains[i]]) for i in local],
-                   [np.sort(to_global[dec.owned[i]]) for i in local], dec.sizes,
+        overlapping, weights = [], []
+        for i in local:
+            g = to_global[dec.subdomains[i]]
+            order = np.argsort(g)
+            overlapping.append(g[order])
+            weights.append(dec.D(i)[order])
+        return cls(layout.comm, dec.N, dec.overlap, "structured", local, overlapping,
+                   [np.sort(to_global[dec.owned[i]]) for i in local], dec.sizes, weights,
                    coarse_rank=layout.coarse_rank)
 
     @staticmethod
@@ -253,10 +277,11 @@ class Subdomains:
             raise ValueError(f"overlap {overlap} makes subdomain {int(sizes.argmax())} the whole "
                              f"domain ({n} rows): use a smaller -ddlearn_overlap or more "
                              f"subdomains")
-        sets = [S.indices[S.indptr[i]:S.indptr[i + 1]] for i in range(N)]
+        sets = [np.sort(S.indices[S.indptr[i]:S.indptr[i + 1]]) for i in range(N)]
         parts = np.argsort(part, kind="stable")
         owned = np.split(parts, np.cumsum(counts)[:-1])
         holder = assign_holders(owned, ranges)
+        m = np.asarray(S.sum(axis=1)).ravel()
         Phi = None
         if coarse == "hats":
             Phi = hats_on_boxes(*boxes)
@@ -265,15 +290,14 @@ class Subdomains:
                                  f"least two boxes per direction): use more subdomains or "
                                  f"-ddlearn_coarse_space nicolaides")
         elif coarse == "nicolaides":
-            m = np.asarray(S.sum(axis=1)).ravel()
             Phi = sp.csr_matrix(S.multiply(1.0 / m[:, None]))
         per_rank = []
         for r in range(len(ranges) - 1):
             mine = np.flatnonzero(holder == r)
             rows = Phi[ranges[r]:ranges[r + 1]] if Phi is not None else None
             per_rank.append((mine, [sets[i] for i in mine], [np.sort(owned[i]) for i in mine],
-                             rows))
-        return {"per_rank": per_rank, "sizes": sizes}
+                             [1.0 / m[sets[i]] for i in mine], rows))
+        return {"per_rank": per_rank, "sizes": sizes, "part": part}
 
     @property
     def n0(self) -> int:

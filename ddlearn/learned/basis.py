@@ -40,12 +40,17 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from .attention import SchwarzAttention
-from ..decomposition.coarse import coarse_space
+from petsc4py import PETSc
+
+from ..classical.overlapping import asm_pc
 from ..classical.reference import one_level, two_level
 from ..decomposition import Decomposition
+from ..decomposition.coarse import coarse_space
+from .attention import SchwarzAttention
+from .distributed import apply_batch
 
-__all__ = ["KIND", "VARIANTS", "learned_meta", "basis_correction_model", "perturb_", "LearnedBasis",
+__all__ = ["KIND", "VARIANTS", "learned_meta", "distributed_basis", "gather_smoothing",
+           "petsc_basis", "basis_correction_model", "perturb_", "LearnedBasis",
            "aslinearoperator", "describe"]
 
 KIND = "learned-two-level"
@@ -140,6 +145,45 @@ def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
                          f"train or load a model for this problem")
     basis = LearnedBasis.serial(S, problem, coarse, omega)
     return two_level(problem.matrix(), S.dec, basis.to_scipy(), variant=VARIANTS[mode])
+
+
+def distributed_basis(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, omega=None) -> LearnedBasis:
+    r"""The :class:`~ddlearn.learned.LearnedBasis` of a distributed :math:`S_\theta` on this
+    rank's rows, with :math:`\Psi = M_{RAS}^{-1}A\Phi` from PETSc (PCASM ``restrict``, all
+    columns in one block) and ``omega`` the global smoothing weights (default 0; collective)."""
+    Phi_rows = sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()
+    ras = asm_pc(A, layout, "restrict", "ddlearn_basis_ras_")
+    try:
+        Psi_rows = apply_batch(ras, apply_batch(A, Phi_rows))
+    finally:
+        ras.destroy()
+    dec = layout.dec
+    sizes = [len(dec.owned[i]) for i in layout.local_subdomains]
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    omega = np.zeros(dec.N) if omega is None else np.asarray(omega, dtype=np.float64)
+    if omega.shape != (dec.N,):
+        raise ValueError(f"smoothing weights of shape {omega.shape} do not fit {dec.N} subdomains")
+    return LearnedBasis(S, torch.from_numpy(Phi_rows), torch.from_numpy(Psi_rows), owner,
+                        omega[layout.local_subdomains])
+
+
+def gather_smoothing(basis: LearnedBasis, layout) -> list[float]:
+    r"""The global smoothing weights :math:`\omega_1, \dots, \omega_N` on every rank."""
+    mine = dict(zip(layout.local_subdomains.tolist(), basis.omega.detach().double().tolist()))
+    out = {}
+    for part in layout.comm.tompi4py().allgather(mine):
+        out.update(part)
+    return [out[i] for i in range(layout.dec.N)]
+
+
+def petsc_basis(basis: LearnedBasis, layout) -> PETSc.Mat:
+    r""":math:`\tilde\Phi` as a distributed PETSc matrix (rows in PETSc ordering, all columns on
+    the coarse rank, exact zeros dropped; collective)."""
+    with torch.no_grad():
+        rows = sp.csr_matrix(basis().T.double().numpy())
+    rows.eliminate_zeros()
+    n0 = rows.shape[1]
+    return layout.aij(rows, ncols=n0, col_ranges=layout.coarse_ranges(n0))
 
 
 def learned_meta(coarse: str, smoothing, layout, A, training: dict | None = None,

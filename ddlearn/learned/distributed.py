@@ -25,13 +25,53 @@ from ..decomposition.collective import collective_check
 from ..decomposition.layout import Layout
 
 __all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
-           "PetscExactSolver", "shared_sum", "apply_columns"]
+           "PetscExactSolver", "shared_sum", "apply_batch", "linear_map"]
 
 
-def apply_columns(apply, X: np.ndarray, x: PETSc.Vec, y: PETSc.Vec) -> np.ndarray:
-    """Rows of ``X`` (this rank's part of each right-hand side) through the PETSc operation
-    ``apply(x, y)``, one right-hand side at a time, using the work vectors ``x`` and ``y``
-    (collective); returns the rows of the results, ``(B, local size of y)``."""
+def _dense(comm, rows: int, X: np.ndarray) -> PETSc.Mat:
+    """A distributed dense ``(global rows, B)`` matrix whose local rows are ``X.T``."""
+    M = PETSc.Mat().createDense(((rows, None), (None, X.shape[0])), comm=comm)
+    M.setUp()
+    if rows:
+        M.getDenseArray()[:] = X.T
+    M.assemble()
+    return M
+
+
+def _rows_of(M: PETSc.Mat) -> np.ndarray:
+    out = M.getDenseArray(readonly=True).T.copy()
+    M.destroy()
+    return out
+
+
+def apply_batch(op, X: np.ndarray, transpose: bool = False) -> np.ndarray:
+    """A PETSc operation on a whole batch: ``X`` holds this rank's part of each right-hand side,
+    ``(B, local rows)``; returns the rows of the results (collective). ``op`` is a ``Mat``
+    (MatMatMult, or MatTransposeMatMult with ``transpose``) or a ``KSP`` (KSPMatSolve), both on
+    dense block matrices, or a ``PC``, applied one column at a time: PCMatApply of PETSc 3.26's
+    PCASM supports one block per rank only, and our ranks hold several."""
+    comm = op.getComm()
+    if isinstance(op, PETSc.Mat):
+        (rows, _), (cols, _) = op.getSizes()
+        Xd = _dense(comm, rows if transpose else cols, X)
+        Y = op.transposeMatMult(Xd) if transpose else op.matMult(Xd)
+        Xd.destroy()
+        return _rows_of(Y)
+    A, _ = op.getOperators()
+    if isinstance(op, PETSc.KSP):
+        rows = A.getLocalSize()[0]
+        Xd, Yd = _dense(comm, rows, X), _dense(comm, rows, np.zeros_like(X))
+        op.matSolve(Xd, Yd)
+        Xd.destroy()
+        return _rows_of(Yd)
+    x, y = A.createVecs()
+    out = _columns(op.apply, X, x, y)
+    x.destroy(), y.destroy()
+    return out
+
+
+def _columns(apply, X: np.ndarray, x: PETSc.Vec, y: PETSc.Vec) -> np.ndarray:
+    """``apply(x, y)`` on each row of ``X`` through the work vectors ``x``, ``y``."""
     out = np.empty((X.shape[0], y.getLocalSize()))
     for b, row in enumerate(X):
         x.setArray(row)
@@ -95,7 +135,9 @@ class OverlapScatter:
 
 class CoarseMap:
     r""":math:`\Phi^T` (owned rows → coarse vector on the coarse rank) and :math:`\Phi`, one
-    right-hand side at a time through PETSc's MatMultTranspose/MatMult.
+    right-hand side at a time through PETSc's MatMultTranspose/MatMult: their messages are
+    exactly what :meth:`DistributedSchwarzAttention.bytes_per_apply` counts (and the distributed
+    benchmark checks against PETSc's log); MatTransposeMatMult communicates differently.
 
     ``ghosts`` counts the coarse values this rank exchanges per right-hand side: the coarse
     columns its rows touch when it is not the coarse rank (PETSc sends its partial
@@ -112,18 +154,18 @@ class CoarseMap:
 
     def restrict(self, x: np.ndarray) -> np.ndarray:
         """``(B, nlocal)`` → ``(B, n0 on the coarse rank, else 0)``."""
-        return apply_columns(self.Phi.multTranspose, x, self.yf, self.xc)
+        return _columns(self.Phi.multTranspose, x, self.yf, self.xc)
 
     def prolong(self, c: np.ndarray) -> np.ndarray:
         """``(B, n0 or 0)`` → ``(B, nlocal)``."""
-        return apply_columns(self.Phi.mult, c, self.xc, self.yf)
+        return _columns(self.Phi.mult, c, self.xc, self.yf)
 
     def destroy(self):
         for o in (self.Phi, self.xc, self.yf):
             o.destroy()
 
 
-def _linear_map(forward, adjoint):
+def linear_map(forward, adjoint):
     """An autograd Function applying a linear map whose backward is its adjoint."""
 
     class Map(torch.autograd.Function):
@@ -225,11 +267,11 @@ class DistributedSchwarzAttention(nn.Module):
             if L.rank == coarse_rank:
                 self.Q0 = nn.Parameter(serial.Q0.detach().clone())
                 self.K0 = self.Q0 if serial.K0 is serial.Q0 else nn.Parameter(serial.K0.detach().clone())
-        self._R = _linear_map(self.scatter.forward, self.scatter.adjoint)
-        self._Rt = _linear_map(self.scatter.adjoint, self.scatter.forward)
+        self._R = linear_map(self.scatter.forward, self.scatter.adjoint)
+        self._Rt = linear_map(self.scatter.adjoint, self.scatter.forward)
         if self.coarse is not None:
-            self._PhiT = _linear_map(self.coarse.restrict, self.coarse.prolong)
-            self._Phi = _linear_map(self.coarse.prolong, self.coarse.restrict)
+            self._PhiT = linear_map(self.coarse.restrict, self.coarse.prolong)
+            self._Phi = linear_map(self.coarse.prolong, self.coarse.restrict)
 
     @property
     def comm(self):
@@ -359,22 +401,16 @@ class PetscExactSolver:
     solutions (collective)."""
 
     def __init__(self, A: PETSc.Mat):
-        prefix = "ddlearn_exact_"
-        opts = PETSc.Options()
-        for key, value in (("ksp_type", "preonly"), ("pc_type", "redundant"),
-                           ("redundant_pc_type", "lu")):
-            if not opts.hasName(prefix + key):
-                opts.setValue(prefix + key, value)
         self.ksp = PETSc.KSP().create(comm=A.getComm())
-        self.ksp.setOptionsPrefix(prefix)
+        self.ksp.setOptionsPrefix("ddlearn_exact_")
+        self.ksp.setType(PETSc.KSP.Type.PREONLY)
+        self.ksp.getPC().setType(PETSc.PC.Type.REDUNDANT)  # whose inner solve is LU
         self.ksp.setOperators(A)
         self.ksp.setFromOptions()
         self.ksp.setUp()
-        self.b, self.x = A.createVecs()
 
     def __call__(self, F: np.ndarray) -> np.ndarray:
-        return apply_columns(self.ksp.solve, F, self.b, self.x)
+        return apply_batch(self.ksp, F)
 
     def destroy(self):
-        for o in (self.ksp, self.b, self.x):
-            o.destroy()
+        self.ksp.destroy()

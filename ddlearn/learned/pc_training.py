@@ -23,7 +23,6 @@ the classical start on those right-hand sides (the *best-state rule*).
 """
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,12 +33,12 @@ import torch
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from .distributed import _linear_map, apply_columns, shared_sum
+from .distributed import apply_batch, linear_map, shared_sum
 from ..classical.krylov import solve
 from ..classical.overlapping import asm_pc
 from ..classical.twolevel import TwoLevelSchwarz
-from .basis import LearnedBasis
-from .training import progress_bar
+from .basis import LearnedBasis, petsc_basis
+from .training import BestState, progress_bar
 
 __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "distributed_basis",
            "gather_smoothing", "petsc_basis",
@@ -96,13 +95,6 @@ class PCTrainResult:
         return asdict(self)
 
 
-def _column_map(layout, apply):
-    """``(B, nlocal)`` numpy batch → batch through the PETSc operation ``apply(x, y)``, with
-    work vectors of ``layout`` (returned too, for the caller to destroy)."""
-    x, y = layout.vec(), layout.vec()
-    return (lambda X: apply_columns(apply, X, x, y)), (x, y)
-
-
 class CombinedMethod:
     r"""The learned preconditioner as differentiable torch code on this rank's rows:
     :math:`A`, one-level Schwarz (PCASM ``basic``) and the Galerkin coarse correction on
@@ -112,9 +104,9 @@ class CombinedMethod:
         self.basis, self.layout, self.A = basis, layout, A
         self.mpi = layout.comm.tompi4py()
         self.asm = asm_pc(A, layout, "basic", "ddlearn_train_local_")
-        amul, self._avecs = _column_map(layout, A.mult)
-        m1, self._mvecs = _column_map(layout, self.asm.apply)
-        self._A, self._M1 = _linear_map(amul, amul), _linear_map(m1, m1)
+        # both symmetric: the backward is the same operation
+        amul, m1 = (lambda X: apply_batch(A, X)), (lambda X: apply_batch(self.asm, X))
+        self._A, self._M1 = linear_map(amul, amul), linear_map(m1, m1)
 
     def dot(self, x, y):
         return shared_sum((x * y).sum(-1), self.mpi)
@@ -170,50 +162,7 @@ class CombinedMethod:
         return 0.5 * (torch.log(self.dot(e, self._A(e))) - torch.log(self.dot(xstar, b))).mean()
 
     def destroy(self):
-        for o in (self.asm, *self._avecs, *self._mvecs):
-            o.destroy()
-
-
-def distributed_basis(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, omega=None) -> LearnedBasis:
-    r"""The :class:`~ddlearn.learned.LearnedBasis` of a distributed :math:`S_\theta` on this
-    rank's rows, with :math:`\Psi = M_{RAS}^{-1}A\Phi` from PETSc (PCASM ``restrict``, one
-    column at a time) and ``omega`` the global smoothing weights (default 0; collective)."""
-    Phi_rows = sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()
-    ras = asm_pc(A, layout, "restrict", "ddlearn_basis_ras_")
-    amul, avecs = _column_map(layout, A.mult)
-    smooth, svecs = _column_map(layout, ras.apply)
-    try:
-        Psi_rows = smooth(amul(Phi_rows))
-    finally:
-        for o in (ras, *avecs, *svecs):
-            o.destroy()
-    dec = layout.dec
-    sizes = [len(dec.owned[i]) for i in layout.local_subdomains]
-    owner = np.repeat(np.arange(len(sizes)), sizes)
-    omega = np.zeros(dec.N) if omega is None else np.asarray(omega, dtype=np.float64)
-    if omega.shape != (dec.N,):
-        raise ValueError(f"smoothing weights of shape {omega.shape} do not fit {dec.N} subdomains")
-    return LearnedBasis(S, torch.from_numpy(Phi_rows), torch.from_numpy(Psi_rows), owner,
-                        omega[layout.local_subdomains])
-
-
-def gather_smoothing(basis: LearnedBasis, layout) -> list[float]:
-    r"""The global smoothing weights :math:`\omega_1, \dots, \omega_N` on every rank."""
-    mine = dict(zip(layout.local_subdomains.tolist(), basis.omega.detach().double().tolist()))
-    out = {}
-    for part in layout.comm.tompi4py().allgather(mine):
-        out.update(part)
-    return [out[i] for i in range(layout.dec.N)]
-
-
-def petsc_basis(basis: LearnedBasis, layout) -> PETSc.Mat:
-    r""":math:`\tilde\Phi` as a distributed PETSc matrix (rows in PETSc ordering, all columns on
-    the coarse rank, exact zeros dropped; collective)."""
-    with torch.no_grad():
-        rows = sp.csr_matrix(basis().T.double().numpy())
-    rows.eliminate_zeros()
-    n0 = rows.shape[1]
-    return layout.aij(rows, ncols=n0, col_ranges=layout.coarse_ranges(n0))
+        self.asm.destroy()
 
 
 def held_out_rhs(layout, count: int, seed: int) -> list[PETSc.Vec]:
@@ -227,11 +176,11 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
                         variant: str = "basic", ksp_type: str = "cg") -> list[int]:
     """PETSc Krylov iterations of the learned preconditioner with the current parameters on each
     right-hand side of ``rhs``. A solve that does not converge counts as its iteration limit."""
-    PhiT = petsc_basis(basis, layout)
+    Phi_tilde = petsc_basis(basis, layout)
     try:
         def configure(pc):
             pc.setType(PETSc.PC.Type.PYTHON)
-            pc.setPythonContext(TwoLevelSchwarz(layout, PhiT, variant))
+            pc.setPythonContext(TwoLevelSchwarz(layout, Phi_tilde, variant))
 
         its = []
         for b in rhs:
@@ -240,7 +189,7 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
             its.append(res.iterations if res.converged else EVAL_MAX_IT)
         return its
     finally:
-        PhiT.destroy()
+        Phi_tilde.destroy()
 
 
 def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
@@ -272,8 +221,7 @@ def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
     try:
         initial = evaluate()
         cg_steps = cfg.cg_steps or max(2, int(round(0.6 * initial)))
-        best, best_step = initial, 0
-        best_state = copy.deepcopy(basis.state_dict())
+        best = BestState(basis, initial)
         hist = {"step": [0], "loss": [math.nan], "iterations": [initial]}
         bar = progress_bar(cfg.progress, cfg.steps, "training the learned preconditioner", mpi)
         if bar is not None:
@@ -301,17 +249,15 @@ def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
                 its = evaluate()
                 for key, v in zip(("step", "loss", "iterations"), (step, lv, its)):
                     hist[key].append(v)
-                if its < best:
-                    best, best_step = its, step
-                    best_state = copy.deepcopy(basis.state_dict())
+                best.offer(its, step)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{lv:.2f}", cg_its=f"{its:g}", best=f"{best:g}")
+                    bar.set_postfix(loss=f"{lv:.2f}", cg_its=f"{its:g}", best=f"{best.value:g}")
         if bar is not None:
             bar.close()
-        basis.load_state_dict(best_state)
+        best.restore()
         seconds = mpi.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        return PCTrainResult(initial_iterations=initial, best_iterations=best,
-                             best_step=best_step, steps=step, cg_steps=cg_steps,
+        return PCTrainResult(initial_iterations=initial, best_iterations=best.value,
+                             best_step=best.step, steps=step, cg_steps=cg_steps,
                              seconds=seconds, stopped=stopped, history=hist)
     finally:
         method.destroy()

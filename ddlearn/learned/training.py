@@ -130,6 +130,26 @@ def _schedule(cfg: TrainConfig):
     return lambda k: ratio + (1 - ratio) * 0.5 * (1 + math.cos(math.pi * min(k, cfg.steps) / cfg.steps))
 
 
+class BestState:
+    """The best evaluated state of a module seen so far: lower ``value`` is better and a tie
+    keeps the earlier state (the best-state rule both trainers follow)."""
+
+    def __init__(self, module, value: float = math.inf, step: int = 0, state=None):
+        self.module, self.value, self.step = module, value, step
+        self.state = copy.deepcopy(module.state_dict() if state is None else state)
+
+    def offer(self, value: float, step: int) -> bool:
+        """Keep the module's current state if ``value`` beats the best; returns whether it did."""
+        if not value < self.value:
+            return False
+        self.value, self.step = value, step
+        self.state = copy.deepcopy(self.module.state_dict())
+        return True
+
+    def restore(self) -> None:
+        self.module.load_state_dict(self.state)
+
+
 def progress_bar(show: bool, total: int, desc: str, comm=None, initial: int = 0):
     """A tqdm bar on rank 0 of ``comm`` when ``show`` (``None`` elsewhere): one bar per run,
     not one per rank."""
@@ -176,14 +196,15 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
         gen.set_state(c["sampler"])
         hist, step, elapsed = History(**c["history"]), c["step"], c["seconds"]
     best_val = min(hist.val_error, default=math.inf)
-    best_step = hist.step[hist.val_error.index(best_val)] if hist.val_error else 0
-    best_state = copy.deepcopy(c["state"] if resume is not None else model.state_dict())
+    best = BestState(model, best_val,
+                     hist.step[hist.val_error.index(best_val)] if hist.val_error else 0,
+                     c["state"] if resume is not None else None)
     first_loss, since_best, stopped = None, 0, "steps"
     stop_at = cfg.steps if until is None else min(until, cfg.steps)
 
     def save(path):
         current = copy.deepcopy(model.state_dict())
-        model.load_state_dict(best_state)
+        model.load_state_dict(best.state)
         ckpt_io.save(path, model, problem=problem, current_state=current,
                      optimizer=opt.state_dict(), scheduler=sched.state_dict(),
                      sampler=gen.get_state(), step=step, history=asdict(hist),
@@ -215,11 +236,7 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
                 getattr(hist, key).append(v)
             if bar is not None:
                 bar.set_postfix(loss=f"{lv:.2e}", val=f"{val:.2e}")
-            if val < best_val:
-                best_val, best_step, since_best = val, step, 0
-                best_state = copy.deepcopy(model.state_dict())
-            else:
-                since_best += 1
+            since_best = 0 if best.offer(val, step) else since_best + 1
             if cfg.checkpoint and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
                 save(cfg.checkpoint)
             if cfg.target is not None and val <= cfg.target:
@@ -235,8 +252,8 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
     elapsed = time.perf_counter() - t0
     if cfg.checkpoint:
         save(cfg.checkpoint)
-    model.load_state_dict(best_state)
-    return TrainResult(history=hist, best_step=best_step, best_val=best_val,
+    best.restore()
+    return TrainResult(history=hist, best_step=best.step, best_val=best.value,
                        final_test=evaluate(model, test_set, comm=comm), stopped=stopped,
                        seconds=elapsed,
                        steps=step)

@@ -6,8 +6,12 @@ in its own ordering and row distribution:
 Select it from the options database (``-<prefix>`` is the PC's options prefix)::
 
     -pc_type python -pc_python_type ddlearn.pc.TwoLevelSchwarzPC
-    -<prefix>ddlearn_coarse_space {none,hats,nicolaides,learned}
+    -<prefix>ddlearn_coarse_space {none,hats,nicolaides,gdsw,spectral,learned}
                                   default hats with coordinates, nicolaides without
+    -<prefix>ddlearn_spectral_nev k          spectral: eigenvectors per subdomain (default 8)
+    -<prefix>ddlearn_spectral_threshold tau  spectral: keep only lambda < tau (default 0: all k)
+    -<prefix>ddlearn_spectral_with_hats      spectral: add the hats (needs coordinates)
+    -<prefix>ddlearn_spectral_eigensolver {slepc,scipy}   (default slepc)
     -<prefix>ddlearn_subdomains N number of subdomains, independent of the ranks (default 4 per rank)
     -<prefix>ddlearn_overlap k    overlap in layers of the matrix graph (default 1)
     -<prefix>ddlearn_partition {boxes,rcb,metis}
@@ -40,21 +44,24 @@ import scipy.sparse.linalg as spla
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from ..classical.gdsw import gdsw_basis
 from ..classical.krylov import check_symmetric, require_symmetric_pc
+from ..classical.spectral import SpectralSettings, spectral_entries
 from ..classical.timing import Stopwatch
 from ..classical.twolevel import TwoLevelSchwarz, matrix_structure
 from ..decomposition.coarse import coarse_space
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import coarse_ranges, distributed_aij
-from ..decomposition.partition import PARTITIONERS, Subdomains
-from ..learned.basis import KIND, describe
+from ..decomposition.layout import coarse_basis_matrix, coarse_ranges, distributed_aij
+from ..decomposition.partition import PARTITIONERS, Subdomains, gather_matrix, scatter_rows
+from ..learned.basis import KIND, describe, distributed_basis, petsc_basis
 from ..learned.distributed import DistributedSchwarzAttention
-from ..learned.pc_training import distributed_basis, petsc_basis
 
 __all__ = ["TwoLevelSchwarzPC", "COARSE_SPACES", "set_coordinates", "get_coordinates",
            "TwoLevel", "two_level"]
 
-COARSE_SPACES = ("none", "hats", "nicolaides", "learned")
+COARSE_SPACES = ("none", "hats", "nicolaides", "gdsw", "spectral", "learned")
+#: coarse spaces whose basis depends on the matrix values (rebuilt when they change)
+VALUE_DEPENDENT = ("gdsw", "spectral")
 LOCAL_TYPES = ("basic", "restrict")
 _COORDINATES = "ddlearn_coordinates"
 
@@ -100,10 +107,12 @@ class TwoLevelSchwarzPC:
 
     def __init__(self, coarse_space: str | None = None, subdomains: int | None = None,
                  overlap: int = 1, partition: str | None = None, local_type: str = "basic",
-                 model: str | None = None, coarse_rank: int = 0):
+                 model: str | None = None, coarse_rank: int = 0,
+                 spectral: SpectralSettings | None = None, with_hats: bool = False):
         self.coarse_space, self.N, self.overlap = coarse_space, subdomains, overlap
         self.partition, self.local_type, self.model = partition, local_type, model
-        self.coarse_rank = coarse_rank
+        self.coarse_rank, self.with_hats = coarse_rank, with_hats
+        self.spectral = spectral or SpectralSettings()
         self.two_level = self.subdomains = self.Phi = None
         self.meta, self.timing, self._key = {}, {}, None
 
@@ -126,6 +135,14 @@ class TwoLevelSchwarzPC:
         if not isinstance(self.model, DistributedSchwarzAttention):
             self.model = opts.getString("model", self.model or "") or None
         self.coarse_rank = opts.getInt("coarse_rank", self.coarse_rank)
+        sp_opts = PETSc.Options((pc.getOptionsPrefix() or "") + "ddlearn_spectral_")
+        self.with_hats = sp_opts.getBool("with_hats", self.with_hats)
+        # same options on every rank, so a bad value raises on every rank
+        self.spectral = SpectralSettings(sp_opts.getInt("nev", self.spectral.nev),
+                                         sp_opts.getReal("threshold", self.spectral.threshold),
+                                         sp_opts.getString("eigensolver",
+                                                           self.spectral.eigensolver),
+                                         sp_opts.getReal("tol", self.spectral.tol))
 
     def _settings(self, comm, has_coords: bool):
         coarse = self.coarse_space or ("learned" if self.model is not None else
@@ -159,6 +176,11 @@ class TwoLevelSchwarzPC:
         if self.two_level is not None and key == self._key:
             if self.model is not None:
                 self._check_fingerprint(P)
+            if self.meta["coarse_space"] in VALUE_DEPENDENT:
+                self.two_level.set_coarse_basis(None)
+                self.Phi.destroy()
+                self.Phi = self._value_basis(P)
+                self.two_level.set_coarse_basis(self.Phi)
             self.two_level.setUp(pc)  # same structure: values only (see TwoLevelSchwarz)
             self.timing = {"partition_s": 0.0, "basis_s": 0.0, **self.two_level.timing}
             return
@@ -167,27 +189,70 @@ class TwoLevelSchwarzPC:
         coords = get_coordinates(pc, P)
         has = comm.tompi4py().allreduce(coords is not None, op=MPI.LOR)
         coarse = self._settings(comm, has)
+        self.meta["coarse_space"] = coarse
         check_symmetric(P, _ksp_type(pc))
         if coarse == "learned":
             self._learned(P)
             self.timing = {"partition_s": 0.0, "basis_s": clock.lap()}
         else:
             N = self.N or 4 * comm.getSize()
+            geometric = {"none": None, "gdsw": None,
+                         "spectral": "hats" if self.with_hats else None}
             self.subdomains = Subdomains.from_matrix(
                 P, N, self.overlap, coords if has else None, self.partition,
-                None if coarse == "none" else coarse, self.coarse_rank)
+                geometric.get(coarse, coarse), self.coarse_rank)
             self.timing = {"partition_s": clock.lap()}
-            if coarse != "none":
+            if coarse in VALUE_DEPENDENT:
+                self.Phi = self._value_basis(P)
+            elif coarse != "none":
                 n0 = self.subdomains.n0
                 self.Phi = distributed_aij(self.subdomains.Phi_rows, n0,
                                            coarse_ranges(comm.getSize(), self.coarse_rank, n0),
                                            comm)
             self.timing["basis_s"] = clock.lap()
-        self.meta["coarse_space"] = coarse
         self.two_level = TwoLevelSchwarz(self.subdomains, self.Phi, self.local_type, "ddlearn_")
         self.two_level.setUp(pc)
         self.timing.update(self.two_level.timing)
         self._key = key
+
+    # -- coarse spaces that depend on the values -----------------------------------------
+    def _value_basis(self, P: PETSc.Mat) -> PETSc.Mat:
+        return self._spectral_basis(P) if self.meta["coarse_space"] == "spectral" \
+            else self._gdsw_basis(P)
+
+    def _gdsw_basis(self, P: PETSc.Mat) -> PETSc.Mat:
+        """GDSW functions built on rank 0 from the gathered matrix (:mod:`.gdsw`)."""
+        comm = P.getComm()
+        A0 = gather_matrix(P)
+        Phi = gdsw_basis(A0, self.subdomains.part) if A0 is not None else None
+        n0 = comm.tompi4py().bcast(Phi.shape[1] if Phi is not None else None, root=0)
+        rows = scatter_rows(comm, Phi, np.asarray(P.getOwnershipRanges()))
+        self.meta["gdsw"] = {"components": n0}
+        return distributed_aij(rows, n0, coarse_ranges(comm.getSize(), self.coarse_rank, n0),
+                               comm)
+
+    def _spectral_basis(self, P: PETSc.Mat) -> PETSc.Mat:
+        r""":math:`[\Phi_{hats} \mid R_i^TD_iv_{i,l}]` from this rank's hats rows and its
+        subdomains' eigenvectors (:mod:`ddlearn.classical.spectral`)."""
+        s = self.subdomains
+        lo, _ = P.getOwnershipRange()
+        hats = s.Phi_rows.tocoo() if s.Phi_rows is not None else None
+        n_hats = s.n0
+        rows, cols, vals, k, lam = spectral_entries(P, s, self.spectral, n_hats)
+        if hats is not None:
+            rows = np.concatenate([hats.row + lo, rows])
+            cols = np.concatenate([hats.col, cols])
+            vals = np.concatenate([hats.data, vals])
+        counts = [len(v) for v in lam.values()]
+        largest = [float(v.max()) for v in lam.values() if len(v)]
+        mpi = P.getComm().tompi4py()
+        self.meta["spectral"] = {
+            **self.spectral.describe(), "hats": n_hats, "vectors": k,
+            "per_subdomain_min": mpi.allreduce(min(counts, default=k), op=MPI.MIN),
+            "per_subdomain_max": mpi.allreduce(max(counts, default=0), op=MPI.MAX),
+            "largest_kept_lambda": mpi.allreduce(max(largest, default=0.0), op=MPI.MAX)}
+        return coarse_basis_matrix(P.getComm(), P.getLocalSize()[0], n_hats + k, rows, cols,
+                                   vals, self.coarse_rank)
 
     # -- learned coarse space -------------------------------------------------------------
     def _learned(self, P: PETSc.Mat) -> None:
@@ -212,19 +277,19 @@ class TwoLevelSchwarzPC:
             A_int = P.createSubMatrix(internal, internal)
             Phi = coarse_space(model.meta["coarse"], layout.dec)
             basis = distributed_basis(model, layout, A_int, Phi, model.meta.get("smoothing"))
-            Phi_int = petsc_basis(basis, layout)
+            Phi_tilde = petsc_basis(basis, layout)
             # rows back to the user's numbering and distribution, columns on the coarse rank
             lo, hi = P.getOwnershipRange()
             from_global = np.empty_like(to_global)
             from_global[to_global] = np.arange(layout.n)
             user_rows = PETSc.IS().createGeneral(
                 layout.iperm[from_global[lo:hi]].astype(PETSc.IntType), comm=comm)
-            n0 = Phi_int.getSize()[1]
+            n0 = Phi_tilde.getSize()[1]
             mine = comm.getRank() == self.coarse_rank
             cols = PETSc.IS().createGeneral(np.arange(n0 if mine else 0, dtype=PETSc.IntType),
                                             comm=comm)
-            self.Phi = Phi_int.createSubMatrix(user_rows, cols)
-            for o in (internal, A_int, Phi_int, user_rows, cols):
+            self.Phi = Phi_tilde.createSubMatrix(user_rows, cols)
+            for o in (internal, A_int, Phi_tilde, user_rows, cols):
                 o.destroy()
             self.subdomains = Subdomains.from_layout(layout, to_global)
             self._to_global, self._layout = to_global, layout
@@ -265,6 +330,13 @@ class TwoLevelSchwarzPC:
         viewer.printfASCII(f"  ddlearn two-level Schwarz: coarse space "
                            f"{self.meta['coarse_space']}, partition {s.partitioner}, subdomain "
                            f"sizes {int(s.sizes.min())}..{int(s.sizes.max())}\n")
+        if "spectral" in self.meta and self.meta["coarse_space"] == "spectral":
+            m = self.meta["spectral"]
+            viewer.printfASCII(f"  spectral coarse space ({m['eigensolver']}): {m['vectors']} "
+                               f"eigenvectors, {m['per_subdomain_min']}..{m['per_subdomain_max']}"
+                               f" per subdomain (nev {m['nev']}, threshold {m['threshold']:g}), "
+                               f"largest kept lambda {m['largest_kept_lambda']:.3g}, "
+                               f"{m['hats']} hats\n")
         if self.model is not None:
             viewer.printfASCII(f"  learned coarse space from {self._model_name}: "
                                f"{describe(self.meta)}\n")

@@ -1,0 +1,198 @@
+"""Classical coarse spaces against contrast and N (issue 11's measurements).
+
+    mpiexec -n 4 python benchmarks/coarse_spaces.py [--quick] [--json FILE]
+    python benchmarks/coarse_spaces.py --report FILE     (tables and plot from a JSON)
+
+2D 255² diffusion, five vertical ``channels`` and seeded ``random_inclusions`` (seed 0), contrast
+1, 1e2, 1e4, 1e6, 1e8; N = 16, 64, 256 subdomains, overlap 1, in the natural ordering with PETSc's
+default rows and the grid coordinates attached. Methods, all ``ddlearn.pc.TwoLevelSchwarzPC``
+but GAMG: one-level (``asm``), Q1 ``hats``, ``nicolaides``, ``spectral`` with k = 8 vectors per
+subdomain, ``spectral tau`` (threshold 0.1, at most 16), and PETSc's GAMG. CG to rtol 1e-8 on
+the unpreconditioned residual from three right-hand sides (random uniform, point source,
+smooth); set-up split from the PC (partition, coarse basis incl. eigensolves, local
+factorisations, coarse matrix). Writes JSON and ``<json stem>.png`` (iterations against
+contrast). Times are the slowest rank's; 4 ranks share 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import petsc4py
+
+petsc4py.init([])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+CONTRASTS = (1.0, 1e2, 1e4, 1e6, 1e8)
+
+
+def natural_matrix(problem) -> PETSc.Mat:
+    """The problem's matrix in natural ordering, PETSc's default rows, coordinates attached."""
+    A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
+    A.setUp()
+    lo, hi = A.getOwnershipRange()
+    rows = problem.rows(np.arange(lo, hi))
+    A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
+    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
+    A.assemble()
+    set_coordinates(A, problem.coordinates()[lo:hi])
+    return A
+
+
+def right_hand_sides(n: int):
+    x, y = np.meshgrid(np.arange(1, n + 1) / (n + 1), np.arange(1, n + 1) / (n + 1))
+    point = np.zeros(n * n)
+    point[(n // 3) * n + n // 3] = 1.0
+    return {"random": np.random.default_rng(0).uniform(-1, 1, n * n), "point": point,
+            "smooth": (np.sin(np.pi * x) * np.sin(2 * np.pi * y)).ravel()}
+
+
+METHODS = {
+    "asm": dict(coarse_space="none"),
+    "hats": dict(coarse_space="hats"),
+    "nicolaides": dict(coarse_space="nicolaides"),
+    "spectral k=8": dict(coarse_space="spectral", spectral=SpectralSettings(8)),
+    "spectral tau=0.1": dict(coarse_space="spectral", spectral=SpectralSettings(16, 0.1)),
+    "gamg": None,
+}
+
+
+def run(A, b, N, method):
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOperators(A)
+    ksp.setType("cg")
+    ksp.setTolerances(rtol=1e-8, max_it=3000)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    pc = ksp.getPC()
+    if METHODS[method] is None:
+        pc.setType("gamg")
+    else:
+        pc.setType("python")
+        pc.setPythonContext(TwoLevelSchwarzPC(subdomains=N, **METHODS[method]))
+    x = b[0].duplicate()
+    COMM.Barrier()
+    t = time.perf_counter()
+    ksp.setUp()
+    ksp.setUpOnBlocks()
+    setup = COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
+    its, solve, res = [], [], []
+    for v in b:
+        COMM.Barrier()
+        t = time.perf_counter()
+        ksp.solve(v, x)
+        solve.append(COMM.allreduce(time.perf_counter() - t, op=MPI.MAX))
+        its.append(ksp.getIterationNumber() if ksp.getConvergedReason() > 0 else -1)
+        r = v.duplicate()
+        A.mult(x, r)
+        r.aypx(-1.0, v)
+        res.append(r.norm() / v.norm())
+        r.destroy()
+    ctx = pc.getPythonContext() if METHODS[method] is not None else None
+    out = {"iterations": its, "rnorm_true_max": max(res), "setup_s": setup,
+           "solve_s": float(np.mean(solve)),
+           "split": dict(ctx.timing) if ctx else {},
+           "n0": ctx.Phi.getSize()[1] if ctx is not None and ctx.Phi is not None else 0,
+           "spectral": ctx.meta.get("spectral") if ctx else None}
+    ksp.destroy(), x.destroy()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="63², N = 16, two contrasts")
+    ap.add_argument("--json", default="benchmarks/results/coarse_spaces.json")
+    ap.add_argument("--report", metavar="FILE")
+    args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            data = json.load(f)
+        print(report(data))
+        plot(data, os.path.splitext(args.report)[0] + ".png")
+        return
+    n, Ns, contrasts = (63, (16,), (1.0, 1e6)) if args.quick else (255, (16, 64, 256), CONTRASTS)
+    rows = []
+    for family in ("channels", "random_inclusions"):
+        for contrast in contrasts:
+            problem = make_problem(family, n, contrast=contrast)
+            A = natural_matrix(problem)
+            lo, hi = A.getOwnershipRange()
+            b = []
+            for f in right_hand_sides(n).values():
+                v = A.createVecLeft()
+                v.setArray(f[lo:hi])
+                b.append(v)
+            for N in Ns:
+                for method in METHODS:
+                    if method == "gamg" and N != Ns[0]:
+                        continue  # GAMG does not depend on N
+                    r = run(A, b, N, method)
+                    rows.append({"family": family, "contrast": contrast, "N": N,
+                                 "method": method, **r})
+                    PETSc.Sys.Print(f"{family} {contrast:g} N={N} {method}: its {r['iterations']}"
+                                    f" n0 {r['n0']} setup {r['setup_s']:.2f} s {r['split']}")
+            for o in (A, *b):
+                o.destroy()
+    data = {"n": n * n, "ranks": COMM.Get_size(), "cores": os.cpu_count(), "rows": rows}
+    if COMM.Get_rank() == 0:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+        print(report(data))
+        plot(data, os.path.splitext(args.json)[0] + ".png")
+        print(f"wrote {args.json}")
+
+
+def report(data) -> str:
+    out = [f"n = {data['n']}, {data['ranks']} ranks on {data['cores']} cores", "",
+           "| family | contrast | N | method | n_0 | CG its (random/point/smooth) | setup s | "
+           "partition | basis (eigensolves) | local | coarse | solve s |",
+           "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in data["rows"]:
+        s = r["split"]
+        cells = " | ".join(f"{s[k]:.2f}" if k in s else "" for k in
+                           ("partition_s", "basis_s", "local_s", "coarse_s"))
+        out.append(f"| {r['family']} | {r['contrast']:g} | {r['N']} | {r['method']} | {r['n0']} | "
+                   f"{'/'.join(map(str, r['iterations']))} | {r['setup_s']:.2f} | {cells} | "
+                   f"{r['solve_s']:.2f} |")
+    return "\n".join(out)
+
+
+def plot(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = sorted({r["family"] for r in data["rows"]})
+    Ns = sorted({r["N"] for r in data["rows"]})
+    fig, axes = plt.subplots(len(families), len(Ns), figsize=(4 * len(Ns), 3.4 * len(families)),
+                             squeeze=False, sharey=True)
+    for a, family in enumerate(families):
+        for c, N in enumerate(Ns):
+            ax = axes[a][c]
+            for method in METHODS:
+                pts = sorted((r["contrast"], np.mean(r["iterations"])) for r in data["rows"]
+                             if r["family"] == family and r["method"] == method
+                             and (r["N"] == N or method == "gamg"))
+                if pts:
+                    ax.semilogx(*zip(*pts), "o-", label=method)
+            ax.set_title(f"{family}, N = {N}")
+            ax.set_xlabel("contrast")
+            ax.grid(True, alpha=0.3)
+        axes[a][0].set_ylabel("CG iterations (mean of 3 b)")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+r"""GenEO-type spectral coarse space on overlapping subdomains.
+
+Per subdomain :math:`i` the generalized eigenproblem between the local Neumann matrix and its
+partition-of-unity-weighted counterpart,
+
+.. math:: A_i^N v = \lambda\, D_i A_i^N D_i\, v,
+
+and the eigenvectors of the smallest :math:`\lambda` (the ``nev`` smallest, or those below a
+threshold :math:`\tau`) give coarse vectors :math:`R_i^T D_i v`. CG iterations of the two-level
+method then grow like :math:`\sqrt{1/\lambda_{k+1}}` however high the contrast.
+
+*Local Neumann matrix* (algebraic): :math:`A_i^N = R_iAR_i^T - \mathrm{diag}\big(\sum_{j\notin
+I_i}|a_{kj}|\big)_{k\in I_i}`, the local block with the couplings that leave the subdomain taken
+out of the diagonal. For the finite-difference problems of ddlearn (symmetric M-matrices, row
+sums zero in the interior) this *is* the matrix of the diffusion operator on the subdomain with
+natural boundary conditions on the cut; on other SPD matrices it is SPSD when :math:`A` is
+diagonally dominant, an approximation otherwise (a user-supplied auxiliary matrix, as in PCHPDDM,
+or Al Daas–Grigori's SPSD splitting would be exact; not implemented).
+
+*Solve*: both sides may be singular (a floating subdomain), so the pencil is solved as
+:math:`D_iA_i^ND_i v = \mu (A_i^N + \varepsilon I) v` for the largest :math:`\mu`
+(:math:`\lambda \approx 1/\mu`; :math:`\varepsilon = 10^{-9}\max_k a_{kk}`: small enough to keep
+every near-null mode, large enough that the pencil stays well conditioned), with SLEPc
+(Krylov–Schur, the shift spectral transform factoring :math:`A_i^N+\varepsilon I` once by
+Cholesky) on ``COMM_SELF`` per subdomain, or scipy's ARPACK with the same factorisation.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from petsc4py import PETSc
+from slepc4py import SLEPc
+
+from ..decomposition.collective import collective_check
+
+__all__ = ["EIGENSOLVERS", "SpectralSettings", "neumann_matrices", "local_eigenvectors",
+           "spectral_entries"]
+
+EIGENSOLVERS = ("slepc", "scipy")
+
+
+class SpectralSettings:
+    """``nev`` eigenvectors per subdomain at most; with ``threshold`` > 0 only those with
+    :math:`\\lambda < \\tau` among them; ``tol`` of the eigensolver."""
+
+    def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
+                 tol: float = 1e-10):
+        if int(nev) != nev or nev < 1:
+            raise ValueError(f"-ddlearn_spectral_nev must be a positive integer, got {nev!r}")
+        if threshold < 0:
+            raise ValueError(f"-ddlearn_spectral_threshold must be positive (or 0 for 'the nev "
+                             f"smallest'), got {threshold!r}")
+        if eigensolver not in EIGENSOLVERS:
+            raise ValueError(f"unknown -ddlearn_spectral_eigensolver {eigensolver!r}; choose one "
+                             f"of {', '.join(EIGENSOLVERS)}")
+        self.nev, self.threshold, self.eigensolver, self.tol = int(nev), threshold, eigensolver, tol
+
+    def describe(self) -> dict:
+        return {"nev": self.nev, "threshold": self.threshold, "eigensolver": self.eigensolver}
+
+
+def _abs_offdiagonal_sums(A: PETSc.Mat) -> PETSc.Vec:
+    r""":math:`\sum_{j\ne k}|a_{kj}|` for this rank's rows, as a distributed vector."""
+    indptr, indices, values = A.getValuesCSR()
+    lo, hi = A.getOwnershipRange()
+    rows = np.repeat(np.arange(lo, hi), np.diff(indptr))
+    off = np.where(indices != rows, np.abs(values), 0.0)
+    t = A.createVecLeft()
+    t.setArray(np.add.reduceat(off, indptr[:-1]) if len(off) else np.zeros(hi - lo))
+    return t
+
+
+def neumann_matrices(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
+    r"""The algebraic local Neumann matrices :math:`A_i^N` of this rank's subdomains (scipy,
+    local numbering = sorted :math:`I_i`; collective)."""
+    sets = subdomains.index_sets(True)
+    blocks = A.createSubMatrices(sets, sets) if sets else []
+    t = _abs_offdiagonal_sums(A)
+    flat = np.concatenate(subdomains.overlapping) if sets else np.zeros(0, dtype=np.int64)
+    gather = PETSc.IS().createGeneral(flat.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
+    local = PETSc.Vec().createSeq(len(flat), comm=PETSc.COMM_SELF)
+    scatter = PETSc.Scatter().create(t, gather, local, None)
+    scatter.scatter(t, local, PETSc.InsertMode.INSERT, PETSc.ScatterMode.FORWARD)
+    outside_all = local.getArray(readonly=True).copy()
+    for o in (t, gather, local, scatter, *sets):
+        o.destroy()
+    out, start = [], 0
+    for block in blocks:
+        Ai = sp.csr_matrix(block.getValuesCSR()[::-1], shape=block.getSize())
+        block.destroy()
+        n = Ai.shape[0]
+        inside = np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal())
+        outside = outside_all[start:start + n] - inside
+        start += n
+        out.append((Ai - sp.diags(outside)).tocsr())
+    return out
+
+
+def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
+    def petsc(S):
+        S = sp.csr_matrix(S)
+        return PETSc.Mat().createAIJ(S.shape, csr=(S.indptr.astype(PETSc.IntType),
+                                                   S.indices.astype(PETSc.IntType), S.data),
+                                     comm=PETSc.COMM_SELF)
+    Bp, Mp = petsc(B), petsc(M)
+    eps = SLEPc.EPS().create(comm=PETSc.COMM_SELF)
+    eps.setOperators(Bp, Mp)
+    eps.setProblemType(SLEPc.EPS.ProblemType.GHEP)
+    eps.setWhichEigenpairs(SLEPc.EPS.Which.LARGEST_REAL)
+    eps.setDimensions(nev)
+    eps.setTolerances(tol, 1000)
+    ksp = eps.getST().getKSP()
+    ksp.setType(PETSc.KSP.Type.PREONLY)
+    ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
+    eps.solve()
+    found = eps.getConverged()
+    mu, V = np.zeros(min(found, nev)), np.zeros((B.shape[0], min(found, nev)))
+    vr = Bp.createVecRight()
+    for k in range(len(mu)):
+        mu[k] = eps.getEigenpair(k, vr).real
+        V[:, k] = vr.getArray(readonly=True)
+    for o in (eps, Bp, Mp, vr):
+        o.destroy()
+    return mu, V
+
+
+def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
+    n = B.shape[0]
+    if nev >= n - 1:  # ARPACK needs k < n: small subdomains are solved densely
+        mu, V = sla.eigh(B.toarray(), M.toarray())
+    else:
+        lu = spla.splu(sp.csc_matrix(M))
+        Minv = spla.LinearOperator(M.shape, matvec=lu.solve, dtype=np.float64)
+        mu, V = spla.eigsh(B, k=nev, M=M, Minv=Minv, which="LA", tol=tol,
+                           v0=np.ones(n))
+    order = np.argsort(mu)[::-1][:nev]
+    return mu[order], V[:, order]
+
+
+def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings):
+    r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^ND v`, smallest
+    first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`."""
+    eps = 1e-9 * AN.diagonal().max()
+    B = sp.diags(D) @ AN @ sp.diags(D)
+    M = AN + eps * sp.identity(AN.shape[0], format="csr")
+    nev = min(settings.nev, AN.shape[0])
+    solve = _slepc if settings.eigensolver == "slepc" else _scipy
+    mu, V = solve(B.tocsr(), M.tocsr(), nev, settings.tol)
+    lam = 1.0 / np.maximum(mu, 1e-300)
+    keep = lam < settings.threshold if settings.threshold > 0 else np.ones(len(lam), bool)
+    return lam[keep], V[:, keep]
+
+
+def spectral_entries(A: PETSc.Mat, subdomains, settings: SpectralSettings, first_column: int = 0):
+    r"""This rank's entries ``(rows, cols, vals)`` of the spectral coarse vectors
+    :math:`R_i^TD_iv` (global rows, columns numbered subdomain by subdomain from
+    ``first_column``), the total number of columns, and the kept eigenvalues of this rank's
+    subdomains ``{i: lambda}`` (collective). A subdomain whose eigensolve did not give what was
+    asked stops the set-up on every rank, naming it."""
+    comm = A.getComm()
+    found, problems = {}, []
+    for i, I, D, AN in zip(subdomains.ids, subdomains.overlapping, subdomains.weights,
+                           neumann_matrices(A, subdomains)):
+        try:
+            lam, V = local_eigenvectors(AN, D, settings)
+        except (PETSc.Error, RuntimeError, spla.ArpackNoConvergence) as e:
+            problems.append(f"subdomain {int(i)}: {e}")
+            continue
+        if settings.threshold == 0 and V.shape[1] < min(settings.nev, len(I)):
+            problems.append(f"subdomain {int(i)}: {V.shape[1]} of {settings.nev} eigenpairs "
+                            f"converged")
+        found[int(i)] = (I, D, lam, V)
+    collective_check(comm, not problems,
+                     "the spectral coarse space's eigensolve failed on " + "; ".join(problems)
+                     + ": try -ddlearn_spectral_eigensolver scipy or slepc, a smaller "
+                     "-ddlearn_spectral_nev, or loosen -ddlearn_spectral_tol")
+    counts = {}
+    for part in comm.tompi4py().allgather({i: f[3].shape[1] for i, f in found.items()}):
+        counts.update(part)
+    offsets = first_column + np.concatenate([[0], np.cumsum([counts[i] for i in
+                                                             range(subdomains.N)])])
+    rows, cols, vals = [], [], []
+    for i, (I, D, lam, V) in found.items():
+        k = V.shape[1]
+        rows.append(np.repeat(I, k))
+        cols.append(np.tile(np.arange(offsets[i], offsets[i] + k), len(I)))
+        vals.append((D[:, None] * V).ravel())
+    cat = (lambda x: np.concatenate(x) if x else np.zeros(0))  # noqa: E731
+    return (cat(rows).astype(np.int64), cat(cols).astype(np.int64), cat(vals),
+            int(offsets[-1] - first_column), {i: f[2] for i, f in found.items()})
