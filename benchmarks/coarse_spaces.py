@@ -23,6 +23,10 @@ import os
 import time
 
 import numpy as np
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import petsc4py
 
 petsc4py.init([])
@@ -173,10 +177,6 @@ def report(data) -> str:
 
 
 def plot(data, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     families = sorted({r["family"] for r in data["rows"]})
     Ns = sorted({r["N"] for r in data["rows"]})
     fig, axes = plt.subplots(len(families), len(Ns), figsize=(4 * len(Ns), 3.4 * len(families)),

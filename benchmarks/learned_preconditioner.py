@@ -16,6 +16,11 @@ import json
 import os
 import sys
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 OUT = os.path.join(HERE, "results", "learned_preconditioner")
@@ -40,7 +45,6 @@ def rhs_sets(problem):
 
 
 def run_case(name, n, N, overlap, steps, extra):
-    import numpy as np
     import torch
     from petsc4py import PETSc
 
@@ -115,10 +119,6 @@ def report(data) -> str:
 
 
 def plot(data, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     if not any(c["problem"] in ("poisson1d", "poisson2d") for c in data["cases"]):
         return  # the plot shows the Poisson scaling only
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))

@@ -18,6 +18,11 @@ import json
 import os
 import time
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
 import torch
 
 from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
@@ -145,10 +150,6 @@ def seed_table(seeds) -> str:
 
 
 def plots(rows, stem):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     colours = {"schwarz": "tab:blue", "global": "tab:red", "flare ": "tab:green", "flare++": "tab:purple"}
     family = lambda name: next(k for k in ("flare++", "flare ", "schwarz", "global") if name.startswith(k))  # noqa: E731
     for n in sorted({r["n"] for r in rows}):

@@ -14,6 +14,11 @@ import json
 import os
 import sys
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
 import petsc4py
 
 petsc4py.init(sys.argv)
@@ -61,10 +66,6 @@ def table(rows) -> str:
 
 
 def plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     keys = sorted({(r["problem"], r["n"]) for r in rows})
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.8), squeeze=False)
     for ax, (problem, n) in zip(axes[0], keys):

@@ -80,8 +80,8 @@ say "torch 2.13.0 (CPU build)"
 # An exact pin: a looser one can pull a multi-GB CUDA build.
 pip install -q "torch==2.13.0"
 
-say "ddlearn (editable) with test and plot extras"
-pip install -q --no-build-isolation -e "$root[test,plot]"
+say "ddlearn (editable) with the test extra"
+pip install -q --no-build-isolation -e "$root[test]"
 
 build_native
 echo "$want" > "$stamp"

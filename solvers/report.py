@@ -1,6 +1,11 @@
 """Tables and convergence plots of Krylov results."""
 from __future__ import annotations
 
+import matplotlib
+
+matplotlib.use("Agg")  # files, never a screen: ranks run headless
+import matplotlib.pyplot as plt  # noqa: E402
+
 __all__ = ["format_table", "plot_histories"]
 
 
@@ -16,10 +21,6 @@ def format_table(results) -> str:
 
 def plot_histories(results, path: str, title: str = "") -> None:
     """Semilog plot of relative residual norm against iteration, one line per method."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
         if r.history:

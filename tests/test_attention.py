@@ -1,7 +1,6 @@
 """Schwarz attention against the paper's formula built densely from R_i, D_i and Phi."""
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import torch
 
 from ddlearn.learned.attention import GlobalAttention, SchwarzAttention

@@ -110,11 +110,14 @@ def test_spectral_basis_follows_new_values():
 
 
 def test_bad_spectral_settings_raise_on_every_rank():
-    A = _client(15, 1.0)
+    A = _client(31, 1e6)
     cases = [({"spectral_nev": 0}, "must be a positive integer"),
              ({"spectral_threshold": -1}, "must be positive"),
              ({"spectral_eigensolver": "lapack"}, "unknown -ddlearn_spectral_eigensolver"),
-             ({"spectral_with_hats": 1, "partition": "metis"}, "hats coarse space lives on a box")]
+             ({"spectral_with_hats": 1, "partition": "metis"}, "hats coarse space lives on a box"),
+             # an eigensolve that stops early: named, never a silently partial coarse space
+             ({"spectral_eps_max_it": 1, "spectral_eps_ncv": 9, "spectral_nev": 8},
+              "eigensolve failed on subdomain")]
     for k, (extra, expected) in enumerate(cases):
         msgs = raised_everywhere(lambda: pc_from_options(
             A, f"bs{k}_", pc=PC, subdomains=4, coarse_space="spectral", **extra).destroy(),

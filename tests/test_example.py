@@ -1,7 +1,6 @@
 """The main job, run as users run it (a real mpiexec launch) and in-process on the test ranks."""
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -97,7 +97,7 @@ def test_training_is_rank_count_independent_and_keeps_best_state():
     assert world.history["iterations"] == alone.history["iterations"]
     np.testing.assert_allclose(runs["world_omega"], runs["self_omega"], rtol=1e-10)
     # best-state rule: what is kept is the best measured state, never worse than classical
-    assert final_w == world.best_iterations <= world.initial_iterations
+    assert final_w == final_s == world.best_iterations <= world.initial_iterations
     assert world.best_iterations == min(world.history["iterations"])
 
 

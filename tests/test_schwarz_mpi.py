@@ -1,7 +1,6 @@
 """Classical Schwarz on PETSc, compared with the scipy reference on any number of ranks."""
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from mpi4py import MPI
 from petsc4py import PETSc
 

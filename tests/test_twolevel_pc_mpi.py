@@ -96,8 +96,8 @@ def test_fem_client(coefficient):
     for r in runs.values():
         assert r["reason"] > 0 and r["rnorm_true"] < 1e-8, runs
     if coefficient == "constant":
-        for two_level in ("nicolaides", "hats", "metis"):
-            assert runs[two_level]["iterations"] < runs["none"]["iterations"], runs
+        for coarse in ("nicolaides", "hats", "metis"):
+            assert runs[coarse]["iterations"] < runs["none"]["iterations"], runs
 
 
 def _set_values(A, B):

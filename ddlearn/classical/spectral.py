@@ -98,7 +98,7 @@ def neumann_matrices(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
     return out
 
 
-def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
+def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str):
     def petsc(S):
         S = sp.csr_matrix(S)
         return PETSc.Mat().createAIJ(S.shape, csr=(S.indptr.astype(PETSc.IntType),
@@ -114,6 +114,8 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
     ksp = eps.getST().getKSP()
     ksp.setType(PETSc.KSP.Type.PREONLY)
     ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
+    eps.setOptionsPrefix(prefix)  # SLEPc adds eps_: -ddlearn_spectral_eps_max_it, ..._eps_type
+    eps.setFromOptions()
     eps.solve()
     found = eps.getConverged()
     mu, V = np.zeros(min(found, nev)), np.zeros((B.shape[0], min(found, nev)))
@@ -126,7 +128,7 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
     return mu, V
 
 
-def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
+def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str):
     n = B.shape[0]
     if nev >= n - 1:  # ARPACK needs k < n: small subdomains are solved densely
         mu, V = sla.eigh(B.toarray(), M.toarray())
@@ -139,32 +141,35 @@ def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float):
     return mu[order], V[:, order]
 
 
-def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings):
+def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
+                       prefix: str = "ddlearn_spectral_"):
     r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^ND v`, smallest
-    first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`."""
+    first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with
+    ``prefix`` (``-{prefix}eps_max_it``, ...)."""
     eps = 1e-9 * AN.diagonal().max()
     B = sp.diags(D) @ AN @ sp.diags(D)
     M = AN + eps * sp.identity(AN.shape[0], format="csr")
     nev = min(settings.nev, AN.shape[0])
     solve = _slepc if settings.eigensolver == "slepc" else _scipy
-    mu, V = solve(B.tocsr(), M.tocsr(), nev, settings.tol)
+    mu, V = solve(B.tocsr(), M.tocsr(), nev, settings.tol, prefix)
     lam = 1.0 / np.maximum(mu, 1e-300)
     keep = lam < settings.threshold if settings.threshold > 0 else np.ones(len(lam), bool)
     return lam[keep], V[:, keep]
 
 
-def spectral_entries(A: PETSc.Mat, subdomains, settings: SpectralSettings, first_column: int = 0):
+def spectral_entries(A: PETSc.Mat, subdomains, settings: SpectralSettings, first_column: int = 0,
+                     prefix: str = "ddlearn_spectral_"):
     r"""This rank's entries ``(rows, cols, vals)`` of the spectral coarse vectors
     :math:`R_i^TD_iv` (global rows, columns numbered subdomain by subdomain from
     ``first_column``), the total number of columns, and the kept eigenvalues of this rank's
     subdomains ``{i: lambda}`` (collective). A subdomain whose eigensolve did not give what was
-    asked stops the set-up on every rank, naming it."""
+    asked stops the set-up on every rank, naming it: never a silently partial coarse space."""
     comm = A.getComm()
     found, problems = {}, []
     for i, I, D, AN in zip(subdomains.ids, subdomains.overlapping, subdomains.weights,
                            neumann_matrices(A, subdomains)):
         try:
-            lam, V = local_eigenvectors(AN, D, settings)
+            lam, V = local_eigenvectors(AN, D, settings, prefix)
         except (PETSc.Error, RuntimeError, spla.ArpackNoConvergence) as e:
             problems.append(f"subdomain {int(i)}: {e}")
             continue
@@ -174,8 +179,9 @@ def spectral_entries(A: PETSc.Mat, subdomains, settings: SpectralSettings, first
         found[int(i)] = (I, D, lam, V)
     collective_check(comm, not problems,
                      "the spectral coarse space's eigensolve failed on " + "; ".join(problems)
-                     + ": try -ddlearn_spectral_eigensolver scipy or slepc, a smaller "
-                     "-ddlearn_spectral_nev, or loosen -ddlearn_spectral_tol")
+                     + ": try the other -ddlearn_spectral_eigensolver, a smaller "
+                     "-ddlearn_spectral_nev, a looser -ddlearn_spectral_tol or more "
+                     "-ddlearn_spectral_eps_max_it")
     counts = {}
     for part in comm.tompi4py().allgather({i: f[3].shape[1] for i, f in found.items()}):
         counts.update(part)

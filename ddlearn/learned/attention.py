@@ -23,12 +23,12 @@ from torch import nn
 from ..decomposition.coarse import coarse_space
 from ..decomposition import Decomposition
 
-__all__ = ["GlobalAttention", "SchwarzAttention", "DTYPES", "check_input"]
+__all__ = ["GlobalAttention", "SchwarzAttention", "DTYPES", "check_input", "torch_dtype"]
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-def _dtype(name: str) -> torch.dtype:
+def torch_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
     return DTYPES[name]
@@ -77,9 +77,9 @@ class GlobalAttention(nn.Module):
         self.n = n
         g = torch.Generator().manual_seed(seed)
         std = init_scale / math.sqrt(n)
-        self.Q = nn.Parameter(torch.randn(n, rank, generator=g, dtype=_dtype(dtype)) * std)
+        self.Q = nn.Parameter(torch.randn(n, rank, generator=g, dtype=torch_dtype(dtype)) * std)
         self.K = self.Q if symmetric else nn.Parameter(
-            torch.randn(n, rank, generator=g, dtype=_dtype(dtype)) * std)
+            torch.randn(n, rank, generator=g, dtype=torch_dtype(dtype)) * std)
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
         shape = f.shape
@@ -129,7 +129,7 @@ class SchwarzAttention(nn.Module):
                  r0: int | None = None, symmetric: bool = False, dtype: str = "float64",
                  seed: int = 0, boxes=None, init_scale: float = 0.1):
         super().__init__()
-        dt = _dtype(dtype)
+        dt = torch_dtype(dtype)
         dec = Decomposition(grid, N, overlap, boxes)
         sizes = dec.sizes
         if r_local == "full":

@@ -27,7 +27,7 @@ import math
 import torch
 from torch import nn
 
-from .attention import _dtype, check_input
+from .attention import check_input, torch_dtype
 
 __all__ = ["FLARE", "FLAREPlusPlus", "positional_features"]
 
@@ -54,7 +54,7 @@ class FLARE(nn.Module):
         for name, v in (("heads", heads), ("latents", latents), ("width", width)):
             if v < 1:
                 raise ValueError(f"{name} must be positive, got {v}")
-        dt = _dtype(dtype)
+        dt = torch_dtype(dtype)
         self.config = {"kind": self.kind, "grid": list(grid), "heads": heads, "latents": latents,
                        "width": width, "levels": levels, "dtype": dtype, "seed": seed}
         self.register_buffer("p", positional_features(grid, levels, dt), persistent=False)
@@ -99,7 +99,7 @@ class FLAREPlusPlus(FLARE):
     def __init__(self, grid, heads: int = 4, latents: int = 32, width: int = 16,
                  levels: int = 8, dtype: str = "float64", seed: int = 0):
         super().__init__(grid, heads, latents, width, levels, dtype, seed)
-        dt = _dtype(dtype)
+        dt = torch_dtype(dtype)
         g = torch.Generator().manual_seed(seed + 1)
         d_in = self.p.shape[1] + 1
         self.W_K2 = nn.Parameter(torch.randn(heads, d_in, width, generator=g, dtype=dt) / math.sqrt(d_in))

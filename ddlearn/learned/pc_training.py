@@ -28,7 +28,6 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 from petsc4py import PETSc
@@ -40,9 +39,8 @@ from ..classical.twolevel import TwoLevelSchwarz
 from .basis import LearnedBasis, petsc_basis
 from .training import BestState, progress_bar
 
-__all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "distributed_basis",
-           "gather_smoothing", "petsc_basis",
-           "held_out_rhs", "held_out_iterations", "train_preconditioner"]
+__all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "held_out_rhs",
+           "held_out_iterations", "train_preconditioner"]
 
 
 #: iteration limit of the held-out solves; a solve that does not converge counts as this many

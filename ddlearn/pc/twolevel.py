@@ -12,6 +12,7 @@ Select it from the options database (``-<prefix>`` is the PC's options prefix)::
     -<prefix>ddlearn_spectral_threshold tau  spectral: keep only lambda < tau (default 0: all k)
     -<prefix>ddlearn_spectral_with_hats      spectral: add the hats (needs coordinates)
     -<prefix>ddlearn_spectral_eigensolver {slepc,scipy}   (default slepc)
+    -<prefix>ddlearn_spectral_eps_...        SLEPc's EPS of every subdomain (e.g. _eps_max_it)
     -<prefix>ddlearn_subdomains N number of subdomains, independent of the ranks (default 4 per rank)
     -<prefix>ddlearn_overlap k    overlap in layers of the matrix graph (default 1)
     -<prefix>ddlearn_partition {boxes,rcb,metis}
@@ -167,6 +168,7 @@ class TwoLevelSchwarzPC:
 
     def setUp(self, pc: PETSc.PC) -> None:
         comm = pc.getComm()
+        self._prefix = pc.getOptionsPrefix() or ""
         _, P = pc.getOperators()
         rows, cols = P.getSize()
         collective_check(comm, rows == cols, f"the matrix is {rows} x {cols}: two-level Schwarz "
@@ -238,7 +240,8 @@ class TwoLevelSchwarzPC:
         lo, _ = P.getOwnershipRange()
         hats = s.Phi_rows.tocoo() if s.Phi_rows is not None else None
         n_hats = s.n0
-        rows, cols, vals, k, lam = spectral_entries(P, s, self.spectral, n_hats)
+        rows, cols, vals, k, lam = spectral_entries(
+            P, s, self.spectral, n_hats, self._prefix + "ddlearn_spectral_")
         if hats is not None:
             rows = np.concatenate([hats.row + lo, rows])
             cols = np.concatenate([hats.col, cols])
