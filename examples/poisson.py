@@ -17,7 +17,7 @@ plot. All options are PETSc options:
   -field_seed S        seed of a random_* coefficient field (default 0)
   -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,gdsw_sub,
                        spectral,gamg,attention,learned
-                       (default: none,jacobi,asm,twolevel,gamg,attention,learned)
+                       (default: none,jacobi,asm,twolevel,spectral,gamg,attention,learned)
                        twolevel: classical two-level Schwarz with the -coarse_space below;
                        nicolaides, gdsw_sub, spectral: ddlearn.pc.TwoLevelSchwarzPC with that
                        coarse space on the same N and overlap; gdsw: PETSc's PCMG + GDSW

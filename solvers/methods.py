@@ -144,7 +144,8 @@ METHODS = {
     "learned": None,
 }
 #: the example's default comparison
-DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "gamg", "attention", "learned")
+DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "attention",
+                   "learned")
 
 
 def parse_methods(spec: str) -> list[str]:
