@@ -61,24 +61,37 @@ def nicolaides(dec: Decomposition) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(dec.n, dec.N))
 
 
+def _hat_pairs(H: sp.csr_matrix, index: np.ndarray):
+    """Columns and values of rows ``index`` of a 1D hat matrix (at most two hats are nonzero at
+    a point), padded to two per row with zero values."""
+    H = H[index]
+    cols, vals = np.zeros((len(index), 2), dtype=np.int64), np.zeros((len(index), 2))
+    count = np.diff(H.indptr)
+    for slot in range(2):
+        has = count > slot
+        cols[has, slot] = H.indices[H.indptr[:-1][has] + slot]
+        vals[has, slot] = H.data[H.indptr[:-1][has] + slot]
+    return cols, vals
+
+
 def hats_on_boxes(axis_index: np.ndarray, offsets) -> sp.csr_matrix:
     r"""Hats on a box grid of arbitrary points: the tensor product over the axes of the 1D
     interface hats (:func:`_hats_1d`), evaluated at each point's position ``axis_index[p, a]``
     among the distinct coordinate values of axis ``a``; ``offsets[a]`` splits those values into
     boxes. On a tensor grid this is :func:`interface_hats` (1D) or :func:`q1_hats` (2D) row for
     row, in any ordering of the points. Column ``k_x + k_y (B_x - 1)``."""
-    Phi = None
+    n = axis_index.shape[0]
+    cols, vals, width = np.zeros((n, 1), dtype=np.int64), np.ones((n, 1)), 1
     for a, off in enumerate(offsets):
-        H = _hats_1d(int(off[-1]), off)[axis_index[:, a]]
-        if Phi is None:
-            Phi = H
-            continue
-        # face-splitting product: column (k_prev, k_a) -> k_prev + k_a * (columns so far)
-        left = sp.kron(np.ones((1, H.shape[1])), Phi, format="csr")
-        right = sp.kron(H, np.ones((1, Phi.shape[1])), format="csr")
-        Phi = left.multiply(right).tocsr()
-    Phi.eliminate_zeros()
-    return Phi
+        H = _hats_1d(int(off[-1]), off)
+        c, v = _hat_pairs(H, axis_index[:, a])
+        # every pair of (hats so far) x (hats of this axis): column k_prev + k_a * width
+        cols = (cols[:, :, None] + width * c[:, None, :]).reshape(n, -1)
+        vals = (vals[:, :, None] * v[:, None, :]).reshape(n, -1)
+        width *= H.shape[1]
+    keep = vals != 0
+    rows = np.repeat(np.arange(n), keep.sum(axis=1))
+    return sp.csr_matrix((vals[keep], (rows, cols[keep])), shape=(n, width))
 
 
 def _hats(dec):
