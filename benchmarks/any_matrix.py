@@ -194,12 +194,12 @@ def report(data) -> str:
     return "\n".join(out)
 
 
-def main():
+def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--json", default="benchmarks/results/any_matrix.json")
     ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON and exit")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.report:
         with open(args.report) as f:
             print(report(json.load(f)))

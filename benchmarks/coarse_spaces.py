@@ -116,12 +116,12 @@ def run(A, b, N, method):
     return out
 
 
-def main():
+def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="63², N = 16, two contrasts")
     ap.add_argument("--json", default="benchmarks/results/coarse_spaces.json")
     ap.add_argument("--report", metavar="FILE")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.report:
         with open(args.report) as f:
             data = json.load(f)

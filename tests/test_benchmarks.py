@@ -45,3 +45,30 @@ def test_learned_preconditioner_quick(tmp_path):
         assert t["best_iterations"] <= t["initial_iterations"] and t["steps"] == 3
     assert "| poisson2d n=961 | 16 |" in mod.report(data)
     assert (tmp_path / "lp.png").stat().st_size > 10_000
+
+
+def test_any_matrix_quick(tmp_path):
+    out = tmp_path / "am.json"
+    mod = _load("any_matrix")
+    mod.main(["--quick", "--json", str(out)])
+    data = json.loads(out.read_text())
+    for r in data["orderings"]:
+        assert r["its_natural"] == r["its_ddlearn"] and r["apply_parity"] < 1e-12
+    methods = {r["method"] for r in data["fem"]}
+    assert {"gamg", "one-level N=16", "hats boxes N=16", "PCASM N=16"} <= methods
+    assert all(r["converged"] and r["rnorm_true"] < 1e-8 for r in data["fem"])
+    assert "| channels 31² | hats | 16 |" in mod.report(data)
+
+
+def test_coarse_spaces_quick(tmp_path):
+    out = tmp_path / "cs.json"
+    mod = _load("coarse_spaces")
+    mod.main(["--quick", "--json", str(out)])
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert {r["method"] for r in rows} == set(mod.METHODS)
+    assert all(min(r["iterations"]) > 0 and r["rnorm_true_max"] < 1e-8 for r in rows)
+    its = {(r["family"], r["contrast"], r["method"]): max(r["iterations"]) for r in rows}
+    # on the channels the spectral space is what keeps the iterations down
+    assert its["channels", 1e6, "hats+spectral k=8"] < its["channels", 1e6, "hats"]
+    assert (tmp_path / "cs.png").stat().st_size > 10_000

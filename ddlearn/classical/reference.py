@@ -81,13 +81,13 @@ def neumann_matrix(A: sp.spmatrix, I: np.ndarray) -> sp.csr_matrix:
 
 def spectral_basis(A: sp.spmatrix, subdomains, weights, nev: int) -> sp.csr_matrix:
     r"""Dense-eigensolver reference of the spectral coarse space: per subdomain the ``nev``
-    largest :math:`\mu` of :math:`DA^NDv = \mu(A^N+\varepsilon I)v`, columns
+    largest :math:`\mu` of :math:`DA^NDv = \mu(A^N+10^{-9}\mathrm{diag}A^N)v`, columns
     :math:`R_i^TDv`, shape ``(n, sum of nev)``."""
     cols = []
     for I, D in zip(subdomains, weights):
         AN = neumann_matrix(A, I).toarray()
-        eps = 1e-9 * AN.diagonal().max()
-        mu, V = sla.eigh(D[:, None] * AN * D[None, :], AN + eps * np.eye(len(I)))
+        shift = np.diag(1e-9 * np.abs(np.diag(AN)))
+        mu, V = sla.eigh(D[:, None] * AN * D[None, :], AN + shift)
         V = V[:, np.argsort(mu)[::-1][:min(nev, len(I))]]
         col = np.zeros((A.shape[0], V.shape[1]))
         col[I] = D[:, None] * V

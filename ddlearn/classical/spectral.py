@@ -18,10 +18,11 @@ diagonally dominant, an approximation otherwise (a user-supplied auxiliary matri
 or Al Daas–Grigori's SPSD splitting would be exact; not implemented).
 
 *Solve*: both sides may be singular (a floating subdomain), so the pencil is solved as
-:math:`D_iA_i^ND_i v = \mu (A_i^N + \varepsilon I) v` for the largest :math:`\mu`
-(:math:`\lambda \approx 1/\mu`; :math:`\varepsilon = 10^{-9}\max_k a_{kk}`: small enough to keep
-every near-null mode, large enough that the pencil stays well conditioned), with SLEPc
-(Krylov–Schur, the shift spectral transform factoring :math:`A_i^N+\varepsilon I` once by
+:math:`D_iA_i^ND_i v = \mu (A_i^N + \varepsilon\,\mathrm{diag}\,A_i^N) v` for the largest
+:math:`\mu` (:math:`\lambda \approx 1/\mu`, :math:`\varepsilon = 10^{-9}`). The shift is
+relative to each row's own diagonal: a shift relative to the largest entry (first tried) is
+invisible in the high-coefficient region and swamps the low one once the contrast reaches 1e8.
+With SLEPc (Krylov–Schur, the shift spectral transform factoring the right-hand matrix once by
 Cholesky) on ``COMM_SELF`` per subdomain, or scipy's ARPACK with the same factorisation.
 """
 from __future__ import annotations
@@ -141,14 +142,17 @@ def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
     return mu[order], V[:, order]
 
 
+#: relative diagonal shift of the Neumann matrix on the right-hand side of the pencil
+_REGULARISATION = 1e-9
+
+
 def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
                        prefix: str = "ddlearn_spectral_"):
     r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^ND v`, smallest
     first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with
     ``prefix`` (``-{prefix}eps_max_it``, ...)."""
-    eps = 1e-9 * AN.diagonal().max()
     B = sp.diags(D) @ AN @ sp.diags(D)
-    M = AN + eps * sp.identity(AN.shape[0], format="csr")
+    M = AN + sp.diags(_REGULARISATION * np.abs(AN.diagonal()))
     nev = min(settings.nev, AN.shape[0])
     solve = _slepc if settings.eigensolver == "slepc" else _scipy
     mu, V = solve(B.tocsr(), M.tocsr(), nev, settings.tol, prefix)
