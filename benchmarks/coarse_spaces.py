@@ -120,11 +120,15 @@ def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="63², N = 16, two contrasts")
     ap.add_argument("--json", default="benchmarks/results/coarse_spaces.json")
-    ap.add_argument("--report", metavar="FILE")
+    ap.add_argument("--report", metavar="FILE", help="print all rows of a JSON, redraw its plot")
+    ap.add_argument("--summary", metavar="FILE", help="print the README's condensed tables")
     args = ap.parse_args(argv)
-    if args.report:
-        with open(args.report) as f:
+    if args.report or args.summary:
+        with open(args.report or args.summary) as f:
             data = json.load(f)
+        if args.summary:
+            print(summary(data))
+            return
         print(report(data))
         plot(data, os.path.splitext(args.report)[0] + ".png")
         return
@@ -173,6 +177,45 @@ def report(data) -> str:
         out.append(f"| {r['family']} | {r['contrast']:g} | {r['N']} | {r['method']} | {r['n0']} | "
                    f"{'/'.join(map(str, r['iterations']))} | {r['setup_s']:.2f} | {cells} | "
                    f"{r['solve_s']:.2f} |")
+    return "\n".join(out)
+
+
+def summary(data) -> str:
+    """Mean CG iterations (3 right-hand sides) per method at N = 64 against contrast, and how
+    much each method's iterations vary over contrast and N (max / min of the means)."""
+    rows = data["rows"]
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    mean = {(r["family"], r["contrast"], r["N"], r["method"]): float(np.mean(r["iterations"]))
+            for r in rows}
+    Ns = sorted({r["N"] for r in rows})
+    N = 64 if 64 in Ns else Ns[0]
+    out = [f"Mean CG iterations at N = {N} (GAMG: independent of N):", "",
+           "| family | contrast | " + " | ".join(methods) + " |",
+           "|---|---:|" + "---:|" * len(methods)]
+    for family in sorted({r["family"] for r in rows}):
+        for c in sorted({r["contrast"] for r in rows}):
+            cells = []
+            for m in methods:
+                key = (family, c, Ns[0] if m == "gamg" else N, m)
+                cells.append(f"{mean[key]:.1f}" if key in mean else "")
+            out.append(f"| {family} | {c:g} | " + " | ".join(cells) + " |")
+    out += ["", "Variation over contrast 1 … 1e8 and N (max/min of the mean iterations; "
+            "worst mean):", "", "| family | method | max/min over contrast (per N) | "
+            "max/min over N (per contrast) | worst mean |", "|---|---|---|---|---:|"]
+    for family in sorted({r["family"] for r in rows}):
+        for m in methods:
+            if m == "gamg":
+                continue
+            by_n = [max(v) / min(v) for v in
+                    ([mean[family, c, n, m] for c in sorted({r["contrast"] for r in rows})]
+                     for n in Ns)]
+            by_c = [max(v) / min(v) for v in
+                    ([mean[family, c, n, m] for n in Ns]
+                     for c in sorted({r["contrast"] for r in rows}))]
+            worst = max(mean[family, c, n, m] for c in sorted({r["contrast"] for r in rows})
+                        for n in Ns)
+            out.append(f"| {family} | {m} | {'/'.join(f'{v:.2f}' for v in by_n)} | "
+                       f"{'/'.join(f'{v:.2f}' for v in by_c)} | {worst:.1f} |")
     return "\n".join(out)
 
 
