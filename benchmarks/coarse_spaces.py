@@ -1,4 +1,4 @@
-"""Classical coarse spaces against contrast and N (issue 11's measurements).
+r"""Classical coarse spaces against contrast and N (issue 11's measurements).
 
     mpiexec -n 4 python benchmarks/coarse_spaces.py [--quick] [--json FILE]
     python benchmarks/coarse_spaces.py --report FILE     (tables and plot from a JSON)
