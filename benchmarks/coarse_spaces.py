@@ -185,8 +185,9 @@ def summary(data) -> str:
     much each method's iterations vary over contrast and N (max / min of the means)."""
     rows = data["rows"]
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    mean = {(r["family"], r["contrast"], r["N"], r["method"]): float(np.mean(r["iterations"]))
-            for r in rows}
+    # a solve that did not converge within the cap counts as "n.c." and is left out of ratios
+    mean = {(r["family"], r["contrast"], r["N"], r["method"]):
+            float(np.mean(r["iterations"])) if min(r["iterations"]) > 0 else np.nan for r in rows}
     Ns = sorted({r["N"] for r in rows})
     N = 64 if 64 in Ns else Ns[0]
     out = [f"Mean CG iterations at N = {N} (GAMG: independent of N):", "",
@@ -197,25 +198,29 @@ def summary(data) -> str:
             cells = []
             for m in methods:
                 key = (family, c, Ns[0] if m == "gamg" else N, m)
-                cells.append(f"{mean[key]:.1f}" if key in mean else "")
+                cells.append("" if key not in mean else "n.c." if np.isnan(mean[key])
+                             else f"{mean[key]:.1f}")
             out.append(f"| {family} | {c:g} | " + " | ".join(cells) + " |")
     out += ["", "Variation over contrast 1 … 1e8 and N (max/min of the mean iterations; "
-            "worst mean):", "", "| family | method | max/min over contrast (per N) | "
+            "worst mean; n.c.: some solve not converged in 3000 iterations, left out):", "", "| family | method | max/min over contrast (per N) | "
             "max/min over N (per contrast) | worst mean |", "|---|---|---|---|---:|"]
     for family in sorted({r["family"] for r in rows}):
         for m in methods:
             if m == "gamg":
                 continue
-            by_n = [max(v) / min(v) for v in
+            by_n = [np.nanmax(v) / np.nanmin(v) for v in
                     ([mean[family, c, n, m] for c in sorted({r["contrast"] for r in rows})]
                      for n in Ns)]
-            by_c = [max(v) / min(v) for v in
+            by_c = [np.nanmax(v) / np.nanmin(v) for v in
                     ([mean[family, c, n, m] for n in Ns]
                      for c in sorted({r["contrast"] for r in rows}))]
-            worst = max(mean[family, c, n, m] for c in sorted({r["contrast"] for r in rows})
-                        for n in Ns)
+            worst = np.nanmax([mean[family, c, n, m] for c in sorted({r["contrast"] for r in rows})
+                               for n in Ns])
+            failed = sum(np.isnan(mean[family, c, n, m]) for c in
+                         sorted({r["contrast"] for r in rows}) for n in Ns)
             out.append(f"| {family} | {m} | {'/'.join(f'{v:.2f}' for v in by_n)} | "
-                       f"{'/'.join(f'{v:.2f}' for v in by_c)} | {worst:.1f} |")
+                       f"{'/'.join(f'{v:.2f}' for v in by_c)} | {worst:.1f}"
+                       + (f" ({failed} n.c.)" if failed else "") + " |")
     return "\n".join(out)
 
 
@@ -228,15 +233,18 @@ def plot(data, path):
         for c, N in enumerate(Ns):
             ax = axes[a][c]
             for method in METHODS:
-                pts = sorted((r["contrast"], np.mean(r["iterations"])) for r in data["rows"]
+                # a solve not converged within the cap leaves a gap in its line
+                pts = sorted((r["contrast"], np.mean(r["iterations"])
+                              if min(r["iterations"]) > 0 else np.nan) for r in data["rows"]
                              if r["family"] == family and r["method"] == method
                              and (r["N"] == N or method == "gamg"))
                 if pts:
-                    ax.semilogx(*zip(*pts), "o-", label=method)
+                    ax.loglog(*zip(*pts), "o-", label=method)
             ax.set_title(f"{family}, N = {N}")
             ax.set_xlabel("contrast")
             ax.grid(True, alpha=0.3)
         axes[a][0].set_ylabel("CG iterations (mean of 3 b)")
+        axes[a][0].set_ylim(8, 2000)
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
