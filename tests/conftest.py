@@ -84,6 +84,29 @@ def pc_from_options(A, prefix: str, pc: str = "SchwarzAttentionPC", **ddlearn):
     return out
 
 
+def apply_gathered(pc, A, x):
+    """``pc`` applied to the replicated vector ``x`` (the matrix's own numbering), the result
+    gathered on every rank."""
+    X, Y = A.createVecs()
+    lo, hi = X.getOwnershipRange()
+    X.setArray(x[lo:hi])
+    pc.apply(X, Y)
+    y = np.concatenate(MPI.COMM_WORLD.allgather(Y.getArray(readonly=True).copy()))
+    X.destroy(), Y.destroy()
+    return y
+
+
+def view_text(obj, path) -> str:
+    """What ``obj.view`` prints to an ASCII viewer on all ranks (collective)."""
+    name = MPI.COMM_WORLD.bcast(str(path), root=0)
+    viewer = PETSc.Viewer().createASCII(name, comm=PETSc.COMM_WORLD)
+    obj.view(viewer)
+    viewer.destroy()
+    MPI.COMM_WORLD.Barrier()
+    with open(name) as f:
+        return f.read()
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

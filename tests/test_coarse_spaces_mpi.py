@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import petsc_client
-from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
+from conftest import apply_gathered, pc_from_options, raised_everywhere, solve_with_pc_options
 from ddlearn.classical import reference
 from ddlearn.classical.gdsw import gdsw_basis
 from ddlearn.pc import set_coordinates
@@ -43,16 +43,6 @@ def _reference(As, sets, Phi):
     return reference.two_level(As, type("dec", (), {"subdomains": sets, "owned": sets})(), Phi)
 
 
-def _apply(pc, A, x):
-    X, Y = A.createVecs()
-    lo, hi = X.getOwnershipRange()
-    X.setArray(x[lo:hi])
-    pc.apply(X, Y)
-    y = np.concatenate(COMM.allgather(Y.getArray(readonly=True).copy()))
-    X.destroy(), Y.destroy()
-    return y
-
-
 @pytest.mark.parametrize("eigensolver", ["slepc", "scipy"])
 def test_spectral_equals_dense_reference(eigensolver):
     n, N, nev = 23, 9, 3
@@ -66,7 +56,7 @@ def test_spectral_equals_dense_reference(eigensolver):
     assert ctx.Phi.getSize() == Phi.shape
     ref = _reference(As, sets, Phi)
     x = np.random.default_rng(4).standard_normal(n * n)
-    y, y_ref = _apply(pc, A, x), ref @ x
+    y, y_ref = apply_gathered(pc, A, x), ref @ x
     assert np.abs(y - y_ref).max() <= 1e-10 * np.abs(y_ref).max()
     pc.destroy(), A.destroy()
 
@@ -103,7 +93,7 @@ def test_spectral_basis_follows_new_values():
     fresh = pc_from_options(new, "nvf_", pc=PC, subdomains=N, coarse_space="spectral",
                             spectral_nev=3)
     x = np.random.default_rng(5).standard_normal(n * n)
-    y, y_fresh = _apply(pc, A, x), _apply(fresh, new, x)
+    y, y_fresh = apply_gathered(pc, A, x), apply_gathered(fresh, new, x)
     assert np.abs(y - y_fresh).max() <= 1e-10 * np.abs(y_fresh).max()
     for o in (pc, fresh, A, new):
         o.destroy()
@@ -137,6 +127,6 @@ def test_gdsw_equals_serial_construction():
     Phi = gdsw_basis(As, part)
     assert ctx.Phi.getSize() == Phi.shape
     x = np.random.default_rng(6).standard_normal(n * n)
-    y, y_ref = _apply(pc, A, x), _reference(As, sets, Phi) @ x
+    y, y_ref = apply_gathered(pc, A, x), _reference(As, sets, Phi) @ x
     assert np.abs(y - y_ref).max() <= 1e-12 * np.abs(y_ref).max()
     pc.destroy(), A.destroy()

@@ -5,7 +5,8 @@ import pytest
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
+from conftest import (apply_gathered, pc_from_options, raised_everywhere, solve_with_pc_options,
+                      view_text)
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.distributed import DistributedSchwarzAttention
@@ -167,12 +168,7 @@ def test_learned_pc_view(tmp_path):
     path = _save(tmp_path, "view.pt", _perturbed(dec), p)
     A = Layout(dec).matrix(p)
     pc = pc_from_options(A, "view_", pc=PC, model=path)
-    name = COMM.bcast(str(tmp_path / "view.txt"), root=0)
-    viewer = PETSc.Viewer().createASCII(name, comm=PETSc.COMM_WORLD)
-    pc.view(viewer)
-    viewer.destroy()
-    COMM.Barrier()
-    out = open(name).read()
+    out = view_text(pc, tmp_path / "view.txt")
     for text in ("coarse space learned", "N = 4 subdomains", "n_0 = 1 ", "untrained",
                  "PC Object: (view_ddlearn_local_)", "type: asm", "KSP Object: (view_ddlearn_coarse_)"):
         assert text in out, (text, out)
@@ -200,10 +196,7 @@ def test_learned_coarse_space_in_natural_ordering(tmp_path):
     X, Y = layout.from_natural(x), layout.vec()
     pcs[0].apply(X, Y)
     y_dd = layout.to_natural(Y)
-    Xn, Yn = A_nat.createVecs()
-    Xn.setArray(x[lo:hi])
-    pcs[1].apply(Xn, Yn)
-    y_nat = np.concatenate(COMM.allgather(Yn.getArray(readonly=True).copy()))
+    y_nat = apply_gathered(pcs[1], A_nat, x)
     np.testing.assert_allclose(y_nat, y_dd, rtol=0, atol=1e-12 * np.abs(y_dd).max())
-    for o in (*pcs, X, Y, Xn, Yn, A_dd, A_nat):
+    for o in (*pcs, X, Y, A_dd, A_nat):
         o.destroy()

@@ -9,7 +9,8 @@ from petsc4py import PETSc
 
 import fem_diffusion
 import petsc_client
-from conftest import pc_from_options, petsc_options, raised_everywhere, solve_with_pc_options
+from conftest import (apply_gathered, pc_from_options, petsc_options, raised_everywhere,
+                      solve_with_pc_options, view_text)
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.layout import Layout
 from ddlearn.decomposition.problems import make_problem
@@ -26,16 +27,6 @@ def _ddlearn_ordering(problem, N):
     A = layout.matrix(problem)
     set_coordinates(A, problem.coordinates()[layout.local_natural()])
     return layout, A
-
-
-def _natural_apply(pc, A, x):
-    X, Y = A.createVecs()
-    lo, hi = X.getOwnershipRange()
-    X.setArray(x[lo:hi])
-    pc.apply(X, Y)
-    y = np.concatenate(COMM.allgather(Y.getArray(readonly=True).copy()))
-    X.destroy(), Y.destroy()
-    return y
 
 
 @pytest.mark.parametrize("coarse,partition", [("nicolaides", "boxes"), ("hats", "boxes"),
@@ -56,7 +47,7 @@ def test_client_natural_ordering_matches_ddlearn_ordering(coarse, partition):
     np.testing.assert_allclose(Y.getArray(), (problem.matrix() @ x)[lo:hi], rtol=1e-13)
     opts = dict(pc=PC, subdomains=N, coarse_space=coarse, partition=partition)
     pcs = [pc_from_options(A_nat, "nat_", **opts), pc_from_options(A_dd, "dd_", **opts)]
-    y_nat = _natural_apply(pcs[0], A_nat, x)
+    y_nat = apply_gathered(pcs[0], A_nat, x)
     Xd, Yd = layout.from_natural(x), layout.vec()
     pcs[1].apply(Xd, Yd)
     y_dd = layout.to_natural(Yd)
@@ -157,12 +148,7 @@ def test_ksp_view_shows_nested_solvers(tmp_path):
     A = petsc_client.assemble(15, 1.0)
     set_coordinates(A, petsc_client.coordinates(A, 15))
     pc = pc_from_options(A, "v_", pc=PC, subdomains=4)
-    name = COMM.bcast(str(tmp_path / "view.txt"), root=0)
-    viewer = PETSc.Viewer().createASCII(name, comm=PETSc.COMM_WORLD)
-    pc.view(viewer)
-    viewer.destroy()
-    COMM.Barrier()
-    out = open(name).read()
+    out = view_text(pc, tmp_path / "view.txt")
     for text in ("coarse space hats", "partition boxes", "N = 4 subdomains", "n_0 = 1 ",
                  "PC Object: (v_ddlearn_local_)", "type: asm",
                  "KSP Object: (v_ddlearn_coarse_)", "type: cholesky"):
