@@ -23,6 +23,7 @@ A reader on P ≤ N ranks gives rank r the subdomains of :func:`ddlearn.decompos
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,9 +147,6 @@ def read(path: str, comm=None) -> NativeExport:
 
 def main(argv=None) -> None:
     """``python -m ddlearn.pc.export CHECKPOINT OUT -problem NAME -n N [-contrast C] [-mode M]``"""
-    import argparse
-
-
     ap = argparse.ArgumentParser(prog="python -m ddlearn.pc.export", description=main.__doc__)
     ap.add_argument("checkpoint")
     ap.add_argument("out")
