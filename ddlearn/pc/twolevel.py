@@ -178,13 +178,15 @@ class TwoLevelSchwarzPC:
         if self.two_level is not None and key == self._key:
             if self.model is not None:
                 self._check_fingerprint(P)
+            clock = Stopwatch(comm)
             if self.meta["coarse_space"] in VALUE_DEPENDENT:
                 self.two_level.set_coarse_basis(None)
                 self.Phi.destroy()
                 self.Phi = self._value_basis(P)
                 self.two_level.set_coarse_basis(self.Phi)
+            self.timing = {"partition_s": 0.0, "basis_s": clock.lap()}
             self.two_level.setUp(pc)  # same structure: values only (see TwoLevelSchwarz)
-            self.timing = {"partition_s": 0.0, "basis_s": 0.0, **self.two_level.timing}
+            self.timing.update(self.two_level.timing)
             return
         self.reset(pc)
         clock = Stopwatch(comm)
