@@ -35,6 +35,7 @@ from petsc4py import PETSc
 from slepc4py import SLEPc
 
 from ..decomposition.collective import collective_check
+from ..decomposition.layout import sequential_aij
 
 __all__ = ["EIGENSOLVERS", "SpectralSettings", "neumann_matrices", "local_eigenvectors",
            "spectral_entries"]
@@ -100,12 +101,7 @@ def neumann_matrices(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
 
 
 def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str):
-    def petsc(S):
-        S = sp.csr_matrix(S)
-        return PETSc.Mat().createAIJ(S.shape, csr=(S.indptr.astype(PETSc.IntType),
-                                                   S.indices.astype(PETSc.IntType), S.data),
-                                     comm=PETSc.COMM_SELF)
-    Bp, Mp = petsc(B), petsc(M)
+    Bp, Mp = sequential_aij(B), sequential_aij(M)
     eps = SLEPc.EPS().create(comm=PETSc.COMM_SELF)
     eps.setOperators(Bp, Mp)
     eps.setProblemType(SLEPc.EPS.ProblemType.GHEP)

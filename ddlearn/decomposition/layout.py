@@ -14,7 +14,8 @@ from petsc4py import PETSc
 
 from .structured import Decomposition
 
-__all__ = ["Layout", "distributed_aij", "coarse_basis_matrix", "coarse_ranges"]
+__all__ = ["Layout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
+           "coarse_ranges"]
 
 
 def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:
@@ -33,6 +34,17 @@ def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.
                               nnz=(d_nnz, o_nnz), comm=comm)
     M.setValuesCSR(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
                    rows.data)
+    M.assemble()
+    return M
+
+
+def sequential_aij(S: sp.spmatrix) -> PETSc.Mat:
+    """A scipy sparse matrix as an assembled sequential PETSc AIJ matrix (``COMM_SELF``)."""
+    S = sp.csr_matrix(S, dtype=np.float64)
+    S.sort_indices()
+    M = PETSc.Mat().createAIJ(S.shape, csr=(S.indptr.astype(PETSc.IntType),
+                                            S.indices.astype(PETSc.IntType), S.data),
+                              comm=PETSc.COMM_SELF)
     M.assemble()
     return M
 

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
+from ..decomposition.layout import sequential_aij
 from ..decomposition.problems import make_problem
 from ..learned import checkpoint as ckpt_io
 from ..learned.basis import KIND, VARIANTS, LearnedBasis
@@ -66,11 +67,7 @@ def export(path: str, basis: LearnedBasis, mode: str = "learned") -> None:
     for sets in (dec.subdomains, dec.owned):
         offsets, flat = _concat(sets)
         objects += [_is(offsets), _is(flat)]
-    M = PETSc.Mat().createAIJ(Phi.shape, csr=(Phi.indptr.astype(PETSc.IntType),
-                                              Phi.indices.astype(PETSc.IntType), Phi.data),
-                              comm=PETSc.COMM_SELF)
-    M.assemble()
-    objects.append(M)
+    objects.append(sequential_aij(Phi))
     viewer = PETSc.Viewer().createBinary(path, "w", comm=PETSc.COMM_SELF)
     try:
         for o in objects:

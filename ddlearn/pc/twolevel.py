@@ -52,7 +52,8 @@ from ..classical.timing import Stopwatch
 from ..classical.twolevel import TwoLevelSchwarz, matrix_structure
 from ..decomposition.coarse import coarse_space
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import coarse_basis_matrix, coarse_ranges, distributed_aij
+from ..decomposition.layout import (coarse_basis_matrix, coarse_ranges, distributed_aij,
+                                    sequential_aij)
 from ..decomposition.partition import PARTITIONERS, Subdomains, gather_matrix, scatter_rows
 from ..learned.basis import KIND, describe, distributed_basis, petsc_basis
 from ..learned.distributed import DistributedSchwarzAttention
@@ -418,11 +419,7 @@ def two_level(A, coarse_space: str | None = None, subdomains: int | None = None,
     """
     owns = sp.issparse(A)
     if owns:
-        A = sp.csr_matrix(A, dtype=np.float64)
-        A.sort_indices()
-        A = PETSc.Mat().createAIJ(A.shape, csr=(A.indptr.astype(PETSc.IntType),
-                                                A.indices.astype(PETSc.IntType), A.data),
-                                  comm=PETSc.COMM_SELF)
+        A = sequential_aij(A)
     pc = PETSc.PC().create(comm=A.getComm())
     pc.setOptionsPrefix(prefix)
     pc.setOperators(A, A)
