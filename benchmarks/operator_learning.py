@@ -1,15 +1,24 @@
-"""The paper's experiment: Schwarz attention against global low-rank attention, FLARE and FLARE++
-on 1D Poisson with Fourier right-hand sides.
+"""The paper's experiment with fair baselines: Schwarz attention against global low-rank attention,
+FLARE and FLARE++ on 1D Poisson with Fourier right-hand sides, under one training-speed protocol.
 
-    python benchmarks/operator_learning.py                  # n = 1023 (the record)
-    python benchmarks/operator_learning.py --n 255 4095     # other sizes
-    python benchmarks/operator_learning.py --quick          # n = 255, small, under a minute
+    python benchmarks/operator_learning.py --n 1023 --seeds 3 --json OUT.json   # one size
+    python benchmarks/operator_learning.py --quick --json OUT.json              # small, ~1 minute
+    python benchmarks/operator_learning.py --report A.json B.json ... --json SUMMARY.json
 
-For each model and learning rate in the sweep the run trains with Adam (cosine schedule), keeps
-the best-validation state and records parameters, steps and seconds to 1e-2 and 1e-3 relative
-test error, final test error and the relative operator error; per model the learning rate with
-the best validation error is reported. ``--seeds K`` repeats the best Schwarz and the best global
-configuration with K seeds. Writes JSON (``--json``) and PNG plots next to it.
+Per size ``n`` and model (``ddlearn.learned.protocol``):
+
+1. initial validation error of the random initialisation and of the data-aware one
+   (``ddlearn.learned.data_init``; its cost in seconds);
+2. learning-rate sweep: one run per learning rate at ``--sweep-steps`` (data-aware init, seed 0),
+   the rate with the lowest validation error is kept;
+3. budget ladder with that rate for ``--seeds`` seeds (seed s: data draw, initialisation,
+   range-finder sketch and batch order): the smallest budget (each its own cosine schedule) whose
+   run reaches relative test error 1e-2 and 3e-3, in steps and in seconds (initialisation
+   included). The ladder stops for a model once both are reached.
+
+FLARE++ trains a third of every budget (its input-dependent routing costs far more per step).
+``--report`` merges runs, prints the tables, fits the scaling exponents, writes the summary JSON
+and the plots next to it.
 """
 from __future__ import annotations
 
@@ -22,30 +31,34 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
-import torch
+from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
+from ddlearn.learned.attention import GlobalAttention, SchwarzAttention  # noqa: E402
+from ddlearn.learned.data import make_splits  # noqa: E402
+from ddlearn.learned.data_init import data_init  # noqa: E402
+from ddlearn.learned.flare import FLARE, FLAREPlusPlus  # noqa: E402
+from ddlearn.learned.protocol import budget_ladder, lr_sweep  # noqa: E402
+from ddlearn.learned.training import evaluate  # noqa: E402
 
-from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
-from ddlearn.learned.data import make_splits
-from ddlearn.learned.flare import FLARE, FLAREPlusPlus
-from ddlearn.learned.operator_error import operator_error
-from ddlearn.decomposition.problems import Poisson1D
-from ddlearn.learned.training import TrainConfig, train
+FAMILIES = ("schwarz", "global", "flare", "flare++")
+THRESHOLDS = (1e-2, 3e-3)
+OVERLAP = 2
 
 
 def model_grid(n: int, quick: bool):
-    """``(name, factory, steps_factor)`` for every model of the comparison."""
-    Ns, rls, rgs = ([4, 8], [4], [16, 64]) if quick else ([4, 8, 16], [2, 4, 8], [8, 16, 32, 64])
-    out = []
-    for N in Ns:
-        for rl in rls:
-            out.append((f"schwarz N={N} r_l={rl}",
-                        lambda seed, N=N, rl=rl: SchwarzAttention((n,), N, 2, rl, "hats", seed=seed), 1.0))
-    for rg in rgs:
-        out.append((f"global r_g={rg}", lambda seed, rg=rg: GlobalAttention(n, rg, seed=seed), 1.0))
-    out.append(("flare H=4 M=64 d=16", lambda seed: FLARE((n,), 4, 64, 16, seed=seed), 1.0))
-    # FLARE++ builds per-sample routing (B x H x M x n): a third of the steps keeps it affordable.
-    out.append(("flare++ H=2 M=32 d=8", lambda seed: FLAREPlusPlus((n,), 2, 32, 8, seed=seed), 1 / 3))
+    """``(family, name, factory, steps_factor)`` for every model of the comparison."""
+    Nr = [(16, 4)] if quick else [(16, 2), (16, 4), (64, 2), (64, 4)]
+    rgs = [16] if quick else [16, 32, 64]
+    out = [("schwarz", f"schwarz N={N} r_l={rl}",
+            lambda seed, N=N, rl=rl: SchwarzAttention((n,), N, OVERLAP, rl, "hats", seed=seed), 1.0)
+           for N, rl in Nr]
+    out += [("global", f"global r_g={rg}", lambda seed, rg=rg: GlobalAttention(n, rg, seed=seed), 1.0)
+            for rg in rgs]
+    out.append(("flare", "flare H=4 M=64 d=16", lambda seed: FLARE((n,), 4, 64, 16, seed=seed), 1.0))
+    out.append(("flare++", "flare++ H=2 M=32 d=8",
+                lambda seed: FLAREPlusPlus((n,), 2, 32, 8, seed=seed), 1 / 3))
     return out
 
 
@@ -55,182 +68,236 @@ def data_splits(problem, args, seed: int):
                        modes=args.modes or (problem.n + 1) // 4, decay=args.decay, seed=seed)
 
 
-def train_config(args, lr: float, factor: float, seed: int) -> TrainConfig:
-    """Adam with a cosine schedule to lr/100 over ``factor`` times the step budget."""
-    return TrainConfig(steps=max(1, int(args.steps * factor)), batch_size=args.batch, lr=lr,
-                       lr_final=lr / 100, eval_every=args.eval_every, progress=args.progress,
-                       seed=seed)
+def init_errors(factory, splits) -> dict:
+    """Validation error of the random and of the data-aware initialisation (seed 0)."""
+    model = factory(0)
+    random = evaluate(model, splits.val)
+    t0 = time.perf_counter()
+    data_init(model, splits.train, seed=0)
+    return {"random": random, "data": evaluate(model, splits.val), "init_s": time.perf_counter() - t0}
 
 
-def run_one(name, factory, splits, problem, cfg: TrainConfig, seed: int) -> dict:
-    torch.manual_seed(seed)
-    model = factory(seed)
-    res = train(model, splits, cfg, problem=problem.describe())
-    s2, t2 = res.history.first_below(1e-2)
-    s3, t3 = res.history.first_below(1e-3)
-    return {"model": name, "n": problem.n, "N": model.config.get("N"),
-            "params": model.num_parameters(), "lr": cfg.lr, "seed": seed,
-            "steps_to_1e-2": s2, "steps_to_1e-3": s3, "seconds_to_1e-2": t2, "seconds_to_1e-3": t3,
-            "val_error": res.best_val, "final_rel_error": res.final_test, "op_rel_error": operator_error(model, problem.matrix()),
-            "train_s": res.seconds, "steps": res.steps, "steps_per_s": res.steps / res.seconds,
-            "stopped": res.stopped,
-            "curve": {"step": res.history.step, "test_error": res.history.test_error}}
-
-
-def best_by_val(records):
-    return min(records, key=lambda r: r["val_error"])
-
-
-def experiment(n: int, args) -> list[dict]:
+def run_model(n, family, name, factory, factor, args) -> dict:
+    """Initial errors, learning-rate sweep and budget ladder of one model at one size."""
     problem = Poisson1D(n)
-    splits = data_splits(problem, args, args.data_seed)
-    rows = []
-    grid = [g for g in model_grid(n, args.quick) if not args.models or g[0] in args.models]
-    for i, (name, factory, factor) in enumerate(grid):
-        per_lr = []
-        for lr in args.lr:
-            cfg = train_config(args, lr, factor, seed=0)
-            per_lr.append(run_one(name, factory, splits, problem, cfg, seed=0))
-        best = best_by_val(per_lr)
-        best["lr_sweep"] = {str(r["lr"]): r["final_rel_error"] for r in per_lr}
-        best["data"] = splits.meta
-        rows.append(best)
-        print(f"[{i + 1}/{len(grid)}] n={n} {name:24s} params={best['params']:7d} lr={best['lr']:.0e} "
-              f"test={best['final_rel_error']:.2e} op={best['op_rel_error']:.2e} "
-              f"steps->1e-2={best['steps_to_1e-2']} ->1e-3={best['steps_to_1e-3']} "
-              f"{best['steps_per_s']:.0f} steps/s", flush=True)
-    return rows
+    splits = [data_splits(problem, args, args.data_seed + 100 * s) for s in range(args.seeds)]
+    scaled = lambda b: int(round(b * factor))  # noqa: E731
+    kw = {"batch_size": args.batch, "evaluations": args.evaluations}
+    rec = {"family": family, "model": name, "n": n, "params": factory(0).num_parameters(),
+           "steps_factor": factor, "init": init_errors(factory, splits[0])}
+    lr, sweep = lr_sweep(factory, splits[0], args.lr, scaled(args.sweep_steps), seed=0, **kw)
+    rec["lr"], rec["sweep"] = lr, sweep
+    ladder = [scaled(b) for b in args.ladder]
+    rec["ladders"] = [budget_ladder(factory, splits[s], ladder, THRESHOLDS, lr, seed=s, **kw)
+                      for s in range(args.seeds)]
+    return rec
 
 
-def seed_repeats(n, rows, args) -> list[dict]:
-    """Repeat the best Schwarz and best global configuration (at their chosen lr) with seeds."""
-    problem = Poisson1D(n)
-    grid = {name: (f, factor) for name, f, factor in model_grid(n, args.quick)}
-    out = []
-    for family in ("schwarz", "global"):
-        best = best_by_val([r for r in rows if r["model"].startswith(family) and r["n"] == n])
-        factory, factor = grid[best["model"]]
-        for seed in range(args.seeds):
-            splits = data_splits(problem, args, args.data_seed + 100 * seed)
-            cfg = train_config(args, best["lr"], factor, seed)
-            r = run_one(best["model"], factory, splits, problem, cfg, seed)
-            r.pop("curve")
-            out.append(r)
-            print(f"  seed {seed}: {best['model']:24s} test={r['final_rel_error']:.2e} "
-                  f"steps->1e-2={r['steps_to_1e-2']}", flush=True)
+def spread(values):
+    """``(mean, min, max)`` or ``None`` if any seed did not get there."""
+    if not values or any(v is None for v in values):
+        return None
+    return float(np.mean(values)), float(min(values)), float(max(values))
+
+
+def summarise(rec) -> dict:
+    """Per threshold: steps and seconds (mean, min, max over seeds); the best test error."""
+    out = {"family": rec["family"], "model": rec["model"], "n": rec["n"], "params": rec["params"],
+           "lr": rec["lr"], "seeds": len(rec["ladders"]), "steps_factor": rec["steps_factor"],
+           "max_budget_run": max(r["budget"] for lad in rec["ladders"] for r in lad["runs"]),
+           "best_test_error": spread([min(r["test_error"] for r in lad["runs"])
+                                      for lad in rec["ladders"]])}
+    for t in THRESHOLDS:
+        hits = [lad["reached"][str(t)] for lad in rec["ladders"]]
+        out[f"steps_to_{t:g}"] = spread([h and h["steps"] for h in hits])
+        out[f"seconds_to_{t:g}"] = spread([h and h["seconds"] for h in hits])
+        out[f"reached_{t:g}"] = sum(h is not None for h in hits)
     return out
 
 
-def table(rows) -> str:
-    lines = ["| model | n | params | lr | steps to 1e-2 | steps to 1e-3 | s to 1e-2 | final test error | operator error | steps/s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    fmt = lambda v, f: "–" if v is None else format(v, f)  # noqa: E731
+def best_of(rows, family, n, tau):
+    """The model of ``family`` at ``n`` with the fewest parameters that reaches ``tau`` in
+    every seed, or ``None``."""
+    ok = [r for r in rows if r["family"] == family and r["n"] == n and r[f"steps_to_{tau:g}"]]
+    return min(ok, key=lambda r: (r["params"], r[f"steps_to_{tau:g}"][0]), default=None)
+
+
+def fit_exponent(ns, values):
+    """Least-squares slope of ``log value`` against ``log n`` (``None`` for < 2 points or a
+    non-positive value)."""
+    if len(ns) < 2 or min(values) <= 0:
+        return None
+    return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
+
+
+def scaling(rows) -> dict:
+    """Parameters, steps and seconds to each threshold against ``n`` for the smallest Schwarz and
+    global models that reach it, with fitted exponents."""
+    out = {}
+    for fam in ("schwarz", "global"):
+        for t in THRESHOLDS:
+            pts = [(n, best_of(rows, fam, n, t)) for n in sorted({r["n"] for r in rows})]
+            pts = [(n, b) for n, b in pts if b is not None]
+            ns = [n for n, _ in pts]
+            entry = {"n": ns, "model": [b["model"] for _, b in pts],
+                     "params": [b["params"] for _, b in pts],
+                     "steps": [b[f"steps_to_{t:g}"][0] for _, b in pts],
+                     "seconds": [b[f"seconds_to_{t:g}"][0] for _, b in pts]}
+            for key in ("params", "steps", "seconds"):
+                entry[f"exponent_{key}"] = fit_exponent(ns, entry[key])
+            out[f"{fam} {t:g}"] = entry
+    return out
+
+
+def fmt_spread(s, f):
+    return "–" if s is None else f"{s[0]:{f}} ({s[1]:{f}}–{s[2]:{f}})"
+
+
+def tables(recs, rows) -> str:
+    lines = ["Initialisation (seed 0, validation error) and learning-rate sweep "
+             "(validation error after the sweep budget):", "",
+             "| n | model | params | random init | data-aware init | init s | "
+             + " | ".join(f"lr {lr:g}" for lr in recs[0]["sweep_lrs"]) + " | chosen lr |",
+             "|---:|---|---:|---:|---:|---:|" + "---:|" * (len(recs[0]["sweep_lrs"]) + 1)]
+    for r in recs:
+        val = {s["lr"]: s["val_error"] for s in r["sweep"]}
+        lines.append(f"| {r['n']} | {r['model']} | {r['params']} | {r['init']['random']:.2e} | "
+                     f"{r['init']['data']:.2e} | {r['init']['init_s']:.2f} | "
+                     + " | ".join(f"{val[lr]:.2e}" if lr in val else "–" for lr in r["sweep_lrs"])
+                     + f" | {r['lr']:g} |")
+    lines += ["", "Budget ladder: smallest budget reaching the test error, mean (min–max) over seeds; "
+              "– = not reached within the ladder:", "",
+              "| n | model | params | lr | seeds | ladder up to | steps to 1e-2 | s to 1e-2 | "
+              "steps to 3e-3 | s to 3e-3 | best test error |",
+              "|---:|---|---:|---:|---:|---:|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['n']} | {r['params']} | {r['lr']:.0e} | "
-                     f"{fmt(r['steps_to_1e-2'], 'd')} | {fmt(r['steps_to_1e-3'], 'd')} | "
-                     f"{fmt(r['seconds_to_1e-2'], '.1f')} | {r['final_rel_error']:.2e} | "
-                     f"{r['op_rel_error']:.2e} | {r['steps_per_s']:.0f} |")
+        lines.append(f"| {r['n']} | {r['model']} | {r['params']} | {r['lr']:g} | {r['seeds']} | "
+                     f"{r['max_budget_run']} | {fmt_spread(r['steps_to_0.01'], '.0f')} | "
+                     f"{fmt_spread(r['seconds_to_0.01'], '.2f')} | "
+                     f"{fmt_spread(r['steps_to_0.003'], '.0f')} | "
+                     f"{fmt_spread(r['seconds_to_0.003'], '.2f')} | "
+                     f"{fmt_spread(r['best_test_error'], '.2e')} |")
     return "\n".join(lines)
 
 
-def seed_table(seeds) -> str:
-    """Spread over seeds (data draw, initialisation and batch order) of the repeated configs."""
-    import numpy as np
-    lines = ["| model | n | seeds | final test error: mean | min | max | steps to 1e-2: mean | min | max |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for key in dict.fromkeys((r["model"], r["n"]) for r in seeds):
-        rs = [r for r in seeds if (r["model"], r["n"]) == key]
-        e = np.array([r["final_rel_error"] for r in rs])
-        st = [r["steps_to_1e-2"] for r in rs if r["steps_to_1e-2"] is not None]
-        steps = (f"{np.mean(st):.0f} | {min(st)} | {max(st)}" if len(st) == len(rs)
-                 else f"{len(st)}/{len(rs)} reached | – | –")
-        lines.append(f"| {key[0]} | {key[1]} | {len(rs)} | {e.mean():.2e} | {e.min():.2e} | "
-                     f"{e.max():.2e} | {steps} |")
+def scaling_table(sc) -> str:
+    lines = ["| family, threshold | n | model | params | steps | seconds | exponent params | "
+             "exponent steps | exponent seconds |", "|---|---|---|---|---|---|---:|---:|---:|"]
+    e = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
+    for key, s in sc.items():
+        lines.append(f"| {key} | {s['n']} | {'; '.join(s['model'])} | {s['params']} | "
+                     f"{[round(v) for v in s['steps']]} | {[round(v, 2) for v in s['seconds']]} | "
+                     f"{e(s['exponent_params'])} | {e(s['exponent_steps'])} | "
+                     f"{e(s['exponent_seconds'])} |")
     return "\n".join(lines)
 
 
-def plots(rows, stem):
-    colours = {"schwarz": "tab:blue", "global": "tab:red", "flare ": "tab:green", "flare++": "tab:purple"}
-    family = lambda name: next(k for k in ("flare++", "flare ", "schwarz", "global") if name.startswith(k))  # noqa: E731
-    for n in sorted({r["n"] for r in rows}):
-        sub = [r for r in rows if r["n"] == n]
+def plots(recs, sc, stem):
+    colours = {"schwarz": "tab:blue", "global": "tab:red", "flare": "tab:green", "flare++": "tab:purple"}
+    for n in sorted({r["n"] for r in recs}):
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
-        for r in sub:
-            ax.loglog(r["curve"]["step"], r["curve"]["test_error"], color=colours[family(r["model"])],
-                      alpha=0.8, lw=1.2 if r["model"].startswith(("schwarz", "global")) else 2,
-                      label=r["model"])
-        ax.axhline(1e-2, color="k", ls=":", lw=0.8)
-        ax.axhline(1e-3, color="k", ls=":", lw=0.8)
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel("relative test error")
-        ax.set_title(f"1D Poisson n = {n}: test error during training")
+        for r in (r for r in recs if r["n"] == n):
+            b = sorted({run["budget"] for lad in r["ladders"] for run in lad["runs"]})
+            err = [np.mean([run["test_error"] for lad in r["ladders"] for run in lad["runs"]
+                            if run["budget"] == x]) for x in b]
+            ax.semilogy([max(x, 1) for x in b], err, "o-", color=colours[r["family"]], alpha=0.8,
+                        label=r["model"])
+        ax.set_xscale("symlog", linthresh=100)
+        for t in THRESHOLDS:
+            ax.axhline(t, color="k", ls=":", lw=0.8)
+        ax.set_xlabel("step budget (own cosine schedule; 0 = data-aware initialisation alone)")
+        ax.set_ylabel("relative test error (mean over seeds)")
+        ax.set_title(f"1D Poisson n = {n}: budget ladder (the ladder stops once 3e-3 is reached)")
         ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
-        base = stem if stem.endswith(f"_n{n}") else f"{stem}_n{n}"
-        fig.savefig(f"{base}_steps.png", dpi=120)
+        fig.savefig(f"{stem}_ladder_n{n}.png", dpi=120)
         plt.close(fig)
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
-        for fam, c in colours.items():
-            pts = [(r["params"], r["final_rel_error"]) for r in sub if family(r["model"]) == fam]
-            if pts:
-                ax.loglog(*zip(*pts), "o", color=c, label=fam.strip())
-        ax.set_xlabel("parameters")
-        ax.set_ylabel("final relative test error")
-        ax.set_title(f"1D Poisson n = {n}: error against parameters")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, label in ((axes[0], "params", "parameters"),
+                           (axes[1], "seconds", "seconds to the threshold (init + training)")):
+        for name, s in sc.items():
+            if not s["n"]:
+                continue
+            fam, t = name.split()
+            ax.loglog(s["n"], s[key], "o-" if t == "0.003" else "s--", color=colours[fam],
+                      label=f"{fam}, test error {t}: slope {s[f'exponent_{key}'] or float('nan'):.2f}")
+        ax.set_xlabel("n")
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(f"{base}_params.png", dpi=120)
-        plt.close(fig)
+        ax.legend(fontsize=7)
+    fig.suptitle("smallest model of each family reaching the test error, against n")
+    fig.tight_layout()
+    fig.savefig(f"{stem}_scaling.png", dpi=120)
+    plt.close(fig)
+
+
+def report(paths, out_json):
+    recs = []
+    for p in paths:
+        with open(p) as f:
+            recs += json.load(f)["records"]
+    recs.sort(key=lambda r: (r["n"], FAMILIES.index(r["family"]), r["params"]))
+    rows = [summarise(r) for r in recs]
+    sc = scaling(rows)
+    print(tables(recs, rows))
+    print()
+    print(scaling_table(sc))
+    summary = {"sources": list(paths), "rows": rows, "scaling": sc}
+    with open(out_json, "w") as f:
+        json.dump(summary, f, indent=1)
+    plots(recs, sc, os.path.splitext(out_json)[0])
+    return summary
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=None, help="sizes (default 1023; quick: 255)")
-    ap.add_argument("--quick", action="store_true", help="n = 255, few models, 400 steps")
-    ap.add_argument("--steps", type=int, default=None, help="optimizer steps (default 3000; quick 400)")
-    ap.add_argument("--lr", type=float, nargs="+", default=None, help="learning-rate sweep (default 3e-3 1e-2)")
+    ap.add_argument("--quick", action="store_true", help="n = 255, few models, tiny budgets")
+    ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    ap.add_argument("--lr", type=float, nargs="+", default=[3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2],
+                    help="learning-rate sweep")
+    ap.add_argument("--sweep-steps", type=int, default=None, help="sweep budget (default 1000)")
+    ap.add_argument("--ladder", type=int, nargs="+", default=None,
+                    help="step budgets (default 0 250 500 1000 2000 4000)")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--evaluations", type=int, default=20, help="validation checks per run")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--eval-every", type=int, default=20)
     ap.add_argument("--modes", type=int, default=None, help="Fourier modes K (default (n+1)/4)")
     ap.add_argument("--decay", type=float, default=0.0, help="coefficient decay a_k ~ k^-p")
     ap.add_argument("--train", type=int, default=1024)
     ap.add_argument("--val", type=int, default=128)
     ap.add_argument("--test", type=int, default=256)
     ap.add_argument("--data-seed", type=int, default=0)
-    ap.add_argument("--seeds", type=int, default=0, help="repeat the best Schwarz/global with K seeds")
     ap.add_argument("--json", default="benchmarks/results/operator_learning.json")
-    ap.add_argument("--progress", action="store_true", help="progress bar per training run")
-    ap.add_argument("--models", nargs="+", help="only these models, by name (e.g. 'global r_g=64')")
-    ap.add_argument("--report", metavar="JSON", help="only print the tables of an earlier run")
+    ap.add_argument("--report", metavar="JSON", nargs="+",
+                    help="merge these runs: tables, exponents, plots; writes --json")
     args = ap.parse_args(argv)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     if args.report:
-        with open(args.report) as f:
-            data = json.load(f)
-        print(table(data["records"]))
-        if data["seed_repeats"]:
-            print(seed_table(data["seed_repeats"]))
-        return data
+        return report(args.report, args.json)
     args.n = args.n or ([255] if args.quick else [1023])
-    args.steps = args.steps or (400 if args.quick else 3000)
-    args.lr = args.lr or ([1e-2] if args.quick else [3e-3, 1e-2])
+    args.sweep_steps = args.sweep_steps or (40 if args.quick else 1000)
+    args.ladder = args.ladder or ([0, 20, 40] if args.quick else [0, 250, 500, 1000, 2000, 4000])
     torch.set_num_threads(1)
     t0 = time.time()
-    rows, seeds = [], []
+    out = {"args": vars(args), "cores": os.cpu_count(), "torch_threads": 1, "records": []}
     for n in args.n:
-        rows += experiment(n, args)
-        if args.seeds:
-            seeds += seed_repeats(n, rows, args)
-    print(table(rows))
-    if seeds:
-        print(seed_table(seeds))
-    out = {"args": vars(args), "cores": os.cpu_count(), "torch_threads": 1,
-           "records": rows, "seed_repeats": seeds, "wall_s": time.time() - t0}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(out, f, indent=1)
-    plots(rows, os.path.splitext(args.json)[0])
-    print(f"wrote {args.json} and plots; {time.time() - t0:.0f} s")
+        grid = [g for g in model_grid(n, args.quick) if g[0] in args.families]
+        for i, (family, name, factory, factor) in enumerate(grid):
+            rec = run_model(n, family, name, factory, factor, args)
+            rec["sweep_lrs"] = args.lr
+            out["records"].append(rec)
+            s = summarise(rec)
+            print(f"[{i + 1}/{len(grid)}] n={n} {name:22s} params={rec['params']:7d} "
+                  f"init {rec['init']['random']:.2e} -> {rec['init']['data']:.2e} lr={rec['lr']:g} "
+                  f"steps to 1e-2 {fmt_spread(s['steps_to_0.01'], '.0f')} "
+                  f"3e-3 {fmt_spread(s['steps_to_0.003'], '.0f')} "
+                  f"best {fmt_spread(s['best_test_error'], '.2e')} [{time.time() - t0:.0f} s]",
+                  flush=True)
+            out["wall_s"] = time.time() - t0
+            with open(args.json, "w") as f:  # after every model: a long run keeps what it did
+                json.dump(out, f, indent=1)
+    print(f"wrote {args.json}; {time.time() - t0:.0f} s")
     return out
 
 

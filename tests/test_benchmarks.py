@@ -15,19 +15,23 @@ def _load(name):
 
 def test_operator_learning_quick(tmp_path):
     out = tmp_path / "ol.json"
-    _load("operator_learning").main(["--quick", "--steps", "60", "--eval-every", "10",
-                                     "--train", "128", "--json", str(out)])
+    mod = _load("operator_learning")
+    mod.main(["--quick", "--families", "schwarz", "global", "flare", "--seeds", "2",
+              "--lr", "1e-4", "1e-2", "--sweep-steps", "20", "--ladder", "0", "20",
+              "--train", "128", "--json", str(out)])
     data = json.loads(out.read_text())
-    models = [r["model"] for r in data["records"]]
-    assert any(m.startswith("schwarz") for m in models) and any(m.startswith("global") for m in models)
-    assert any(m.startswith("flare++") for m in models)
+    assert [r["family"] for r in data["records"]] == ["schwarz", "global", "flare"]
     for r in data["records"]:
-        for key in ("model", "n", "N", "params", "steps_to_1e-2", "steps_to_1e-3",
-                    "final_rel_error", "op_rel_error", "train_s"):
-            assert key in r
-        assert r["n"] == 255 and r["params"] > 0 and 0 < r["op_rel_error"] < 10
-    assert (tmp_path / "ol_n255_steps.png").stat().st_size > 10_000
-    assert (tmp_path / "ol_n255_params.png").stat().st_size > 10_000
+        assert r["n"] == 255 and r["params"] > 0 and r["lr"] in (1e-4, 1e-2)
+        assert r["init"]["data"] < r["init"]["random"]
+        assert len(r["ladders"]) == 2 and [s["lr"] for s in r["sweep"]] == [1e-4, 1e-2]
+    summary = mod.main(["--report", str(out), "--json", str(tmp_path / "sum.json")])
+    for row in summary["rows"]:
+        for key in ("steps_to_0.01", "seconds_to_0.003", "best_test_error", "reached_0.01"):
+            assert key in row
+    assert set(summary["scaling"]) == {"schwarz 0.01", "schwarz 0.003", "global 0.01", "global 0.003"}
+    assert (tmp_path / "sum_ladder_n255.png").stat().st_size > 10_000
+    assert (tmp_path / "sum_scaling.png").stat().st_size > 10_000
 
 
 def test_learned_preconditioner_quick(tmp_path):

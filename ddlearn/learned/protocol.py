@@ -1,0 +1,86 @@
+r"""A training-speed protocol: learning-rate sweep on validation error, then a ladder of step
+budgets, each its own cosine schedule.
+
+One *run* at budget :math:`B` builds a fresh model (fixed seed), optionally initialises it from
+the training data (:func:`~ddlearn.learned.data_init.data_init`), trains :math:`B` Adam steps with
+the learning rate decaying as :math:`\eta_k = \eta\,(\rho + (1-\rho)\tfrac12(1+\cos(\pi k/B)))`,
+:math:`\rho = 1/100`, keeps the best-validation state and records its relative test error and the
+wall-clock seconds of initialisation plus training (evaluations included). Budget 0 is the
+initialisation alone. The *smallest budget* reaching a test error :math:`\tau` is the first rung
+of the ladder whose run ends at or below :math:`\tau`; the ladder stops as soon as every
+threshold has been reached, so larger budgets are not run (they are not needed to answer the
+question). Steps are deterministic for fixed seeds; seconds are measurements.
+"""
+from __future__ import annotations
+
+import time
+
+from .data_init import data_init
+from .training import TrainConfig, evaluate, train
+
+__all__ = ["budget_run", "lr_sweep", "budget_ladder"]
+
+
+def budget_run(factory, splits, budget: int, lr: float, *, seed: int = 0, init: bool = True,
+               batch_size: int = 64, evaluations: int = 20) -> dict:
+    """One run of the protocol: ``factory(seed)`` builds the model, ``init`` applies
+    :func:`~ddlearn.learned.data_init.data_init`, then ``budget`` steps of Adam (cosine schedule
+    from ``lr`` to ``lr/100``) with ``evaluations`` evenly spaced validation checks; the
+    best-validation state is kept.
+
+    Returns ``budget, lr, seed, params, val_error, test_error, init_s, seconds`` (``seconds``:
+    initialisation plus training, evaluations included) and ``steps_per_s``."""
+    if budget < 0:
+        raise ValueError(f"budget must be a non-negative number of steps, got {budget}")
+    if evaluations < 1:
+        raise ValueError(f"evaluations must be positive, got {evaluations}")
+    model = factory(seed)
+    t0 = time.perf_counter()
+    if init:
+        data_init(model, splits.train, seed=seed)
+    init_s = time.perf_counter() - t0
+    rec = {"budget": budget, "lr": lr, "seed": seed, "params": model.num_parameters(),
+           "init_s": init_s, "steps_per_s": None}
+    if budget == 0:
+        return rec | {"val_error": evaluate(model, splits.val),
+                      "test_error": evaluate(model, splits.test), "seconds": init_s}
+    cfg = TrainConfig(steps=budget, batch_size=batch_size, lr=lr, lr_final=lr / 100,
+                      eval_every=max(1, budget // evaluations), seed=seed, progress=False)
+    res = train(model, splits, cfg)
+    return rec | {"val_error": res.best_val, "test_error": res.final_test,
+                  "seconds": init_s + res.seconds, "steps_per_s": res.steps / res.seconds,
+                  "stopped": res.stopped}
+
+
+def lr_sweep(factory, splits, lrs, budget: int, **kw) -> tuple[float, list[dict]]:
+    """Runs at ``budget`` for every learning rate in ``lrs``; returns the one with the lowest
+    validation error (the first on a tie) and all runs. ``kw`` go to :func:`budget_run`."""
+    if not lrs:
+        raise ValueError("lr_sweep needs at least one learning rate")
+    runs = [budget_run(factory, splits, budget, lr, **kw) for lr in lrs]
+    return min(runs, key=lambda r: r["val_error"])["lr"], runs
+
+
+def budget_ladder(factory, splits, budgets, thresholds, lr: float, **kw) -> dict:
+    """The smallest budget in ``budgets`` (ascending) whose run reaches each test-error
+    threshold, in steps and in the seconds of that run.
+
+    Returns ``{"runs": [...], "reached": {str(tau): {"steps", "seconds", "test_error"} or
+    None}}``; ``None`` means no budget of the ladder reached ``tau``. ``kw`` go to
+    :func:`budget_run`."""
+    budgets = list(budgets)
+    if not budgets or budgets != sorted(set(budgets)):
+        raise ValueError(f"budgets must be a non-empty strictly increasing list, got {budgets}")
+    if not thresholds:
+        raise ValueError("budget_ladder needs at least one threshold")
+    reached = {str(t): None for t in thresholds}
+    runs = []
+    for b in budgets:
+        r = budget_run(factory, splits, b, lr, **kw)
+        runs.append(r)
+        for t in thresholds:
+            if reached[str(t)] is None and r["test_error"] <= t:
+                reached[str(t)] = {"steps": b, "seconds": r["seconds"], "test_error": r["test_error"]}
+        if all(v is not None for v in reached.values()):
+            break
+    return {"runs": runs, "reached": reached}
