@@ -9,12 +9,13 @@ Per size ``n`` and model (``ddlearn.learned.protocol``):
 
 1. initial validation error of the random initialisation and of the data-aware one
    (``ddlearn.learned.data_init``; its cost in seconds);
-2. learning-rate sweep: one run per learning rate at ``--sweep-steps`` (data-aware init, seed 0),
+2. learning-rate sweep: one run per learning rate at ``--sweep-steps`` (default 500; seed 0),
    the rate with the lowest validation error is kept;
 3. budget ladder with that rate for ``--seeds`` seeds (seed s: data draw, initialisation,
    range-finder sketch and batch order): the smallest budget (each its own cosine schedule) whose
    run reaches relative test error 1e-2 and 3e-3, in steps and in seconds (initialisation
-   included). The ladder stops for a model once both are reached.
+   included). The ladder stops for a model once both are reached, or after ``--patience``
+   consecutive rungs without a lower validation error (a plateau).
 
 FLARE++ trains a third of every budget (its input-dependent routing costs far more per step).
 ``--report`` merges runs, prints the tables, fits the scaling exponents, writes the summary JSON
@@ -82,13 +83,14 @@ def run_model(n, family, name, factory, factor, args) -> dict:
     problem = Poisson1D(n)
     splits = [data_splits(problem, args, args.data_seed + 100 * s) for s in range(args.seeds)]
     scaled = lambda b: int(round(b * factor))  # noqa: E731
-    kw = {"batch_size": args.batch, "evaluations": args.evaluations}
+    kw = {"batch_size": args.batch, "evaluations": args.evaluations, "init": args.init == "data"}
     rec = {"family": family, "model": name, "n": n, "params": factory(0).num_parameters(),
-           "steps_factor": factor, "init": init_errors(factory, splits[0])}
+           "steps_factor": factor, "init_kind": args.init, "init": init_errors(factory, splits[0])}
     lr, sweep = lr_sweep(factory, splits[0], args.lr, scaled(args.sweep_steps), seed=0, **kw)
     rec["lr"], rec["sweep"] = lr, sweep
     ladder = [scaled(b) for b in args.ladder]
-    rec["ladders"] = [budget_ladder(factory, splits[s], ladder, THRESHOLDS, lr, seed=s, **kw)
+    rec["ladders"] = [budget_ladder(factory, splits[s], ladder, THRESHOLDS, lr, seed=s,
+                                    patience=args.patience, **kw)
                       for s in range(args.seeds)]
     return rec
 
@@ -100,9 +102,14 @@ def spread(values):
     return float(np.mean(values)), float(min(values)), float(max(values))
 
 
+def label(rec) -> str:
+    """The model's name, marked when it was trained from its random initialisation."""
+    return rec["model"] + (" [random init]" if rec.get("init_kind") == "random" else "")
+
+
 def summarise(rec) -> dict:
     """Per threshold: steps and seconds (mean, min, max over seeds); the best test error."""
-    out = {"family": rec["family"], "model": rec["model"], "n": rec["n"], "params": rec["params"],
+    out = {"family": rec["family"], "model": label(rec), "n": rec["n"], "params": rec["params"],
            "lr": rec["lr"], "seeds": len(rec["ladders"]), "steps_factor": rec["steps_factor"],
            "max_budget_run": max(r["budget"] for lad in rec["ladders"] for r in lad["runs"]),
            "best_test_error": spread([min(r["test_error"] for r in lad["runs"])
@@ -161,7 +168,7 @@ def tables(recs, rows) -> str:
              "|---:|---|---:|---:|---:|---:|" + "---:|" * (len(recs[0]["sweep_lrs"]) + 1)]
     for r in recs:
         val = {s["lr"]: s["val_error"] for s in r["sweep"]}
-        lines.append(f"| {r['n']} | {r['model']} | {r['params']} | {r['init']['random']:.2e} | "
+        lines.append(f"| {r['n']} | {label(r)} | {r['params']} | {r['init']['random']:.2e} | "
                      f"{r['init']['data']:.2e} | {r['init']['init_s']:.2f} | "
                      + " | ".join(f"{val[lr]:.2e}" if lr in val else "–" for lr in r["sweep_lrs"])
                      + f" | {r['lr']:g} |")
@@ -201,11 +208,11 @@ def plots(recs, sc, stem):
             err = [np.mean([run["test_error"] for lad in r["ladders"] for run in lad["runs"]
                             if run["budget"] == x]) for x in b]
             ax.semilogy([max(x, 1) for x in b], err, "o-", color=colours[r["family"]], alpha=0.8,
-                        label=r["model"])
+                        label=label(r))
         ax.set_xscale("symlog", linthresh=100)
         for t in THRESHOLDS:
             ax.axhline(t, color="k", ls=":", lw=0.8)
-        ax.set_xlabel("step budget (own cosine schedule; 0 = data-aware initialisation alone)")
+        ax.set_xlabel("step budget (own cosine schedule; 0 = the initialisation alone)")
         ax.set_ylabel("relative test error (mean over seeds)")
         ax.set_title(f"1D Poisson n = {n}: budget ladder (the ladder stops once 3e-3 is reached)")
         ax.legend(fontsize=6, ncol=2)
@@ -213,7 +220,7 @@ def plots(recs, sc, stem):
         fig.savefig(f"{stem}_ladder_n{n}.png", dpi=120)
         plt.close(fig)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, key, label in ((axes[0], "params", "parameters"),
+    for ax, key, ylabel in ((axes[0], "params", "parameters"),
                            (axes[1], "seconds", "seconds to the threshold (init + training)")):
         for name, s in sc.items():
             if not s["n"]:
@@ -222,7 +229,7 @@ def plots(recs, sc, stem):
             ax.loglog(s["n"], s[key], "o-" if t == "0.003" else "s--", color=colours[fam],
                       label=f"{fam}, test error {t}: slope {s[f'exponent_{key}'] or float('nan'):.2f}")
         ax.set_xlabel("n")
-        ax.set_ylabel(label)
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     fig.suptitle("smallest model of each family reaching the test error, against n")
@@ -254,12 +261,18 @@ def main(argv=None):
     ap.add_argument("--n", type=int, nargs="+", default=None, help="sizes (default 1023; quick: 255)")
     ap.add_argument("--quick", action="store_true", help="n = 255, few models, tiny budgets")
     ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    ap.add_argument("--models", nargs="+", help="only these models, by name (e.g. 'global r_g=64')")
+    ap.add_argument("--init", choices=("data", "random"), default="data",
+                    help="initialisation before training (default: data-aware)")
     ap.add_argument("--lr", type=float, nargs="+", default=[3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2],
                     help="learning-rate sweep")
-    ap.add_argument("--sweep-steps", type=int, default=None, help="sweep budget (default 1000)")
+    ap.add_argument("--sweep-steps", type=int, default=None, help="sweep budget (default 500)")
     ap.add_argument("--ladder", type=int, nargs="+", default=None,
                     help="step budgets (default 0 250 500 1000 2000 4000)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--patience", type=int, default=2,
+                    help="stop a model's ladder after this many rungs without a lower validation "
+                         "error (0: never)")
     ap.add_argument("--evaluations", type=int, default=20, help="validation checks per run")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--modes", type=int, default=None, help="Fourier modes K (default (n+1)/4)")
@@ -276,13 +289,15 @@ def main(argv=None):
     if args.report:
         return report(args.report, args.json)
     args.n = args.n or ([255] if args.quick else [1023])
-    args.sweep_steps = args.sweep_steps or (40 if args.quick else 1000)
+    args.sweep_steps = args.sweep_steps or (40 if args.quick else 500)
+    args.patience = args.patience or None
     args.ladder = args.ladder or ([0, 20, 40] if args.quick else [0, 250, 500, 1000, 2000, 4000])
     torch.set_num_threads(1)
     t0 = time.time()
     out = {"args": vars(args), "cores": os.cpu_count(), "torch_threads": 1, "records": []}
     for n in args.n:
-        grid = [g for g in model_grid(n, args.quick) if g[0] in args.families]
+        grid = [g for g in model_grid(n, args.quick)
+                if g[0] in args.families and (not args.models or g[1] in args.models)]
         for i, (family, name, factory, factor) in enumerate(grid):
             rec = run_model(n, family, name, factory, factor, args)
             rec["sweep_lrs"] = args.lr

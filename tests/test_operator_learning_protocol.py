@@ -38,6 +38,14 @@ def test_budget_ladder_is_deterministic(splits):
         assert a["runs"][-1]["budget"] == max(v["steps"] for v in a["reached"].values())
 
 
+def test_budget_ladder_stops_on_a_plateau(splits):
+    """A learning rate so large that training diverges: no rung beats the initialisation."""
+    lad = budget_ladder(schwarz, splits, [0, 10, 20, 40], (1e-6,), 1e3, patience=2,
+                        init=False, batch_size=16, evaluations=2)
+    assert [r["budget"] for r in lad["runs"]] == [0, 10, 20]
+    assert lad["stopped"].startswith("plateau") and lad["reached"]["1e-06"] is None
+
+
 def test_budget_zero_is_the_initialisation_alone(splits):
     r = budget_run(schwarz, splits, 0, 1e-3)
     model = data_init(schwarz(0), splits.train)
@@ -95,6 +103,8 @@ def test_bad_input_is_refused(splits):
         data_init(torch.nn.Linear(N, N), splits.train)
     with pytest.raises(ValueError, match="increasing"):
         budget_ladder(schwarz, splits, [10, 0], (0.1,), 1e-3)
+    with pytest.raises(ValueError, match="patience"):
+        budget_ladder(schwarz, splits, [0], (0.1,), 1e-3, patience=0)
     with pytest.raises(ValueError, match="non-negative"):
         budget_run(schwarz, splits, -1, 1e-3)
     with pytest.raises(ValueError, match="learning rate"):

@@ -9,7 +9,10 @@ wall-clock seconds of initialisation plus training (evaluations included). Budge
 initialisation alone. The *smallest budget* reaching a test error :math:`\tau` is the first rung
 of the ladder whose run ends at or below :math:`\tau`; the ladder stops as soon as every
 threshold has been reached, so larger budgets are not run (they are not needed to answer the
-question). Steps are deterministic for fixed seeds; seconds are measurements.
+question), and, with ``patience`` :math:`p`, once :math:`p` consecutive rungs have not lowered the
+best validation error of the rungs before them (a plateau: the thresholds not reached by then
+are reported as not reached within the ladder). Steps are deterministic for fixed seeds; seconds
+are measurements.
 """
 from __future__ import annotations
 
@@ -61,26 +64,37 @@ def lr_sweep(factory, splits, lrs, budget: int, **kw) -> tuple[float, list[dict]
     return min(runs, key=lambda r: r["val_error"])["lr"], runs
 
 
-def budget_ladder(factory, splits, budgets, thresholds, lr: float, **kw) -> dict:
+def budget_ladder(factory, splits, budgets, thresholds, lr: float, patience: int | None = None,
+                  **kw) -> dict:
     """The smallest budget in ``budgets`` (ascending) whose run reaches each test-error
     threshold, in steps and in the seconds of that run.
 
+    ``patience``: stop after this many consecutive rungs without a lower validation error than
+    every rung before (``None``: run until every threshold is reached or the ladder ends).
     Returns ``{"runs": [...], "reached": {str(tau): {"steps", "seconds", "test_error"} or
-    None}}``; ``None`` means no budget of the ladder reached ``tau``. ``kw`` go to
+    None}, "stopped": reason}``; ``None`` means no budget run reached ``tau``. ``kw`` go to
     :func:`budget_run`."""
     budgets = list(budgets)
     if not budgets or budgets != sorted(set(budgets)):
         raise ValueError(f"budgets must be a non-empty strictly increasing list, got {budgets}")
     if not thresholds:
         raise ValueError("budget_ladder needs at least one threshold")
+    if patience is not None and patience < 1:
+        raise ValueError(f"patience must be positive or None, got {patience}")
     reached = {str(t): None for t in thresholds}
-    runs = []
+    runs, best_val, stale, stopped = [], float("inf"), 0, "ladder end"
     for b in budgets:
         r = budget_run(factory, splits, b, lr, **kw)
         runs.append(r)
         for t in thresholds:
             if reached[str(t)] is None and r["test_error"] <= t:
                 reached[str(t)] = {"steps": b, "seconds": r["seconds"], "test_error": r["test_error"]}
+        stale = 0 if r["val_error"] < best_val else stale + 1
+        best_val = min(best_val, r["val_error"])
         if all(v is not None for v in reached.values()):
+            stopped = "all thresholds reached"
             break
-    return {"runs": runs, "reached": reached}
+        if patience is not None and stale >= patience:
+            stopped = f"plateau: {patience} rungs without a lower validation error"
+            break
+    return {"runs": runs, "reached": reached, "stopped": stopped}
