@@ -25,7 +25,9 @@ class TrainConfig:
 
     ``patience``: stop after this many evaluations without a better validation error.
     ``target``: stop once the validation error is at or below it. ``divergence``: a training
-    loss that is not finite or exceeds ``divergence`` times the first one stops training and
+    loss that is not finite or exceeds ``divergence`` times :math:`\max(\ell_1, 1)` (the first
+    loss, or 1, the relative error of the zero operator, whichever is larger, so that the early
+    noise of a good, data-aware initialisation does not count as divergence) stops training and
     restores the best state.
     """
 
@@ -218,7 +220,7 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
         loss = relative_error(model(train_set.F[idx]), train_set.U[idx], comm)
         lv = float(loss.detach())
         first_loss = lv if first_loss is None else first_loss
-        if not math.isfinite(lv) or lv > cfg.divergence * first_loss:
+        if not math.isfinite(lv) or lv > cfg.divergence * max(first_loss, 1.0):
             stopped = f"diverged at step {step + 1} (loss {lv:.3g}); best state kept"
             break
         opt.zero_grad(set_to_none=True)
