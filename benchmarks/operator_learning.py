@@ -14,7 +14,8 @@ Per size ``n`` and model (``ddlearn.learned.protocol``):
 3. budget ladder with that rate for ``--seeds`` seeds (seed s: data draw, initialisation,
    range-finder sketch and batch order): the smallest budget (each its own cosine schedule) whose
    run reaches relative test error 1e-2 and 3e-3, in steps and in seconds (initialisation
-   included). The ladder stops for a model once both are reached, or after ``--patience``
+   included; CPU seconds of the single-threaded process, so that jobs sharing the machine do not
+   enter the measurement). The ladder stops for a model once both are reached, or after ``--patience``
    consecutive rungs without a lower validation error (a plateau).
 
 FLARE++ trains a third of every budget (its input-dependent routing costs far more per step).
@@ -73,9 +74,9 @@ def init_errors(factory, splits) -> dict:
     """Validation error of the random and of the data-aware initialisation (seed 0)."""
     model = factory(0)
     random = evaluate(model, splits.val)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     data_init(model, splits.train, seed=0)
-    return {"random": random, "data": evaluate(model, splits.val), "init_s": time.perf_counter() - t0}
+    return {"random": random, "data": evaluate(model, splits.val), "init_s": time.process_time() - t0}
 
 
 def run_model(n, family, name, factory, factor, args) -> dict:
@@ -210,7 +211,7 @@ def tables(recs, rows) -> str:
                      + " | ".join(f"{val[lr]:.2e}" if lr in val else "–" for lr in r["sweep_lrs"])
                      + f" | {r['lr']:g} |")
     lines += ["", "Budget ladder: smallest budget reaching the test error, mean (min–max) over seeds; "
-              "– = not reached within the ladder, k/3 seeds = reached in k seeds only:", "",
+              "– = not reached within the ladder, k/S seeds = reached in k of S seeds only:", "",
               "| n | model | params | lr | seeds | ladder up to | steps to 1e-2 | s to 1e-2 | "
               "steps to 3e-3 | s to 3e-3 | best test error |",
               "|---:|---|---:|---:|---:|---:|---|---|---|---|---|"]

@@ -5,7 +5,9 @@ One *run* at budget :math:`B` builds a fresh model (fixed seed), optionally init
 the training data (:func:`~ddlearn.learned.data_init.data_init`), trains :math:`B` Adam steps with
 the learning rate decaying as :math:`\eta_k = \eta\,(\rho + (1-\rho)\tfrac12(1+\cos(\pi k/B)))`,
 :math:`\rho = 1/100`, keeps the best-validation state and records its relative test error and the
-wall-clock seconds of initialisation plus training (evaluations included). Budget 0 is the
+seconds of initialisation plus training (evaluations included), by default CPU seconds of
+this process (:func:`time.process_time`; single-threaded runs): on a machine shared with other
+jobs, wall-clock time measures the neighbours as much as the model. Budget 0 is the
 initialisation alone. The *smallest budget* reaching a test error :math:`\tau` is the first rung
 of the ladder whose run ends at or below :math:`\tau`; the ladder stops as soon as every
 threshold has been reached, so larger budgets are not run (they are not needed to answer the
@@ -16,20 +18,19 @@ are measurements.
 """
 from __future__ import annotations
 
-import time
-
 from .data_init import data_init
-from .training import TrainConfig, evaluate, train
+from .training import CLOCKS, TrainConfig, evaluate, train
 
 __all__ = ["budget_run", "lr_sweep", "budget_ladder"]
 
 
 def budget_run(factory, splits, budget: int, lr: float, *, seed: int = 0, init: bool = True,
-               batch_size: int = 64, evaluations: int = 20) -> dict:
+               batch_size: int = 64, evaluations: int = 20, clock: str = "process") -> dict:
     """One run of the protocol: ``factory(seed)`` builds the model, ``init`` applies
     :func:`~ddlearn.learned.data_init.data_init`, then ``budget`` steps of Adam (cosine schedule
     from ``lr`` to ``lr/100``) with ``evaluations`` evenly spaced validation checks; the
-    best-validation state is kept.
+    best-validation state is kept. ``clock``: ``"process"`` or ``"wall"``
+    (:class:`~ddlearn.learned.training.TrainConfig`).
 
     Returns ``budget, lr, seed, params, val_error, test_error, init_s, seconds`` (``seconds``:
     initialisation plus training, evaluations included) and ``steps_per_s``."""
@@ -37,18 +38,21 @@ def budget_run(factory, splits, budget: int, lr: float, *, seed: int = 0, init: 
         raise ValueError(f"budget must be a non-negative number of steps, got {budget}")
     if evaluations < 1:
         raise ValueError(f"evaluations must be positive, got {evaluations}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
     model = factory(seed)
-    t0 = time.perf_counter()
+    t0 = CLOCKS[clock]()
     if init:
         data_init(model, splits.train, seed=seed)
-    init_s = time.perf_counter() - t0
+    init_s = CLOCKS[clock]() - t0
     rec = {"budget": budget, "lr": lr, "seed": seed, "params": model.num_parameters(),
            "init_s": init_s, "steps_per_s": None}
     if budget == 0:
         return rec | {"val_error": evaluate(model, splits.val),
                       "test_error": evaluate(model, splits.test), "seconds": init_s}
     cfg = TrainConfig(steps=budget, batch_size=batch_size, lr=lr, lr_final=lr / 100,
-                      eval_every=max(1, budget // evaluations), seed=seed, progress=False)
+                      eval_every=max(1, budget // evaluations), seed=seed, progress=False,
+                      clock=clock)
     res = train(model, splits, cfg)
     return rec | {"val_error": res.best_val, "test_error": res.final_test,
                   "seconds": init_s + res.seconds, "steps_per_s": res.steps / res.seconds,
