@@ -76,18 +76,20 @@ METHODS = {
 }
 
 
-def run(A, b, N, method):
+def run(A, b, N, config: dict | None):
+    """Set up CG with ``TwoLevelSchwarzPC(subdomains=N, **config)`` (GAMG for ``None``), solve
+    every right-hand side of ``b``; iterations, true residuals, set-up split and solve time."""
     ksp = PETSc.KSP().create(comm=A.getComm())
     ksp.setOperators(A)
     ksp.setType("cg")
     ksp.setTolerances(rtol=1e-8, max_it=3000)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     pc = ksp.getPC()
-    if METHODS[method] is None:
+    if config is None:
         pc.setType("gamg")
     else:
         pc.setType("python")
-        pc.setPythonContext(TwoLevelSchwarzPC(subdomains=N, **METHODS[method]))
+        pc.setPythonContext(TwoLevelSchwarzPC(subdomains=N, **config))
     x = b[0].duplicate()
     COMM.Barrier()
     t = time.perf_counter()
@@ -106,12 +108,13 @@ def run(A, b, N, method):
         r.aypx(-1.0, v)
         res.append(r.norm() / v.norm())
         r.destroy()
-    ctx = pc.getPythonContext() if METHODS[method] is not None else None
+    ctx = pc.getPythonContext() if config is not None else None
     out = {"iterations": its, "rnorm_true_max": max(res), "setup_s": setup,
            "solve_s": float(np.mean(solve)),
            "split": dict(ctx.timing) if ctx else {},
            "n0": ctx.Phi.getSize()[1] if ctx is not None and ctx.Phi is not None else 0,
-           "spectral": ctx.meta.get("spectral") if ctx else None}
+           "spectral": ctx.meta.get("spectral") if ctx else None,
+           "learned": ctx.meta.get("learned") if ctx else None}
     ksp.destroy(), x.destroy()
     return out
 
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None):
                 for method in METHODS:
                     if method == "gamg" and N != Ns[0]:
                         continue  # GAMG does not depend on N
-                    r = run(A, b, N, method)
+                    r = run(A, b, N, METHODS[method])
                     rows.append({"family": family, "contrast": contrast, "N": N,
                                  "method": method, **r})
                     PETSc.Sys.Print(f"{family} {contrast:g} N={N} {method}: its {r['iterations']}"

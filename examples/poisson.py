@@ -1,40 +1,50 @@
-"""The main job: one problem, one decomposition, every preconditioner side by side.
+"""The main job: per problem, one decomposition, every preconditioner side by side.
 
     mpiexec -n 8 python examples/poisson.py [options]
 
 Solves ``A x = b`` (random ``b``, zero initial guess) with a Krylov method for each
 preconditioner and prints iterations, converged reason, true relative residual
 ``||b - A x|| / ||b||``, set-up and solve seconds (slowest rank); writes JSON and a convergence
-plot. All options are PETSc options:
+plot per problem. By default two tables: 2D Poisson, then a high-contrast random channels field
+that neither training nor validation of the pretrained learned coarse space saw. All options
+are PETSc options:
 
-  -problem {poisson1d,poisson2d,channels,random_channels,random_inclusions,random_lognormal}
-                       (default poisson2d; random_*: seeded coefficient families)
+  -problem LIST        comma list of poisson1d,poisson2d,channels,random_channels,
+                       random_inclusions,random_lognormal (default poisson2d,random_channels;
+                       random_*: seeded coefficient families)
   -n N                 interior points per direction (default 4095 in 1D, 255 in 2D)
   -subdomains N        total number of subdomains (default 64)
   -overlap n_delta     overlap in indices / grid layers (default 2 in 1D, 1 in 2D)
   -coarse_space {hats,nicolaides}            (default hats)
   -contrast C          coefficient contrast for channels and random_* (default 1e6)
-  -field_seed S        seed of a random_* coefficient field (default 0)
+  -field_seed S        seed of a random_* coefficient field (default 200000, the first test
+                       seed: never used to train the shipped model)
   -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,gdsw_sub,
-                       spectral,gamg,attention,learned
-                       (default: none,jacobi,asm,twolevel,spectral,gamg,attention,learned)
+                       spectral,gamg,attention,learned,learned_insitu
+                       (default: none,jacobi,asm,twolevel,spectral,gamg,attention,learned on
+                       Poisson; asm,twolevel,spectral,learned,gamg on the coefficient fields)
                        twolevel: classical two-level Schwarz with the -coarse_space below;
-                       nicolaides, gdsw_sub, spectral: ddlearn.pc.TwoLevelSchwarzPC with that
-                       coarse space on the same N and overlap; gdsw: PETSc's PCMG + GDSW
-                       (one subdomain per rank)
+                       nicolaides, gdsw_sub, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
+                       that coarse space on the same N and overlap (learned: the pretrained
+                       learned coarse space, no training); gdsw: PETSc's PCMG + GDSW (one
+                       subdomain per rank)
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
-  -json FILE -plot FILE   outputs (default poisson.json, poisson.png; "" to skip)
+  -json FILE -plot FILE   outputs (default poisson.json, poisson.png; "" to skip); with
+                       several problems the plot gets the problem's name appended
   -seed S              right-hand side seed (default 0)
 
-The learned methods train on this very problem and decomposition, or load the checkpoint cached
-for it (``train_s`` is 0 then):
+``learned_insitu`` and ``attention`` train on this very problem and decomposition, or load the
+checkpoint cached for it (``train_s`` is 0 then):
 
   -cache DIR           checkpoint cache (default .ddlearn-cache)
-  -learned_steps S -learned_lr LR -learned_lr_smoothing LR -learned_rank R -learned_batch B -learned_cg_steps K
-  -learned_eval_every E -learned_eval_rhs M -learned_seed S -learned_objective {error,condition}
-                       the learned preconditioner (ddlearn.learned.basis) and its training inside CG
+  -learned_insitu_steps S -learned_insitu_lr LR -learned_insitu_lr_smoothing LR
+  -learned_insitu_rank R -learned_insitu_batch B -learned_insitu_cg_steps K
+  -learned_insitu_eval_every E -learned_insitu_eval_rhs M -learned_insitu_seed S
+  -learned_insitu_objective {error,condition}
+                       the in-situ learned preconditioner (ddlearn.learned.basis), trained inside
+                       CG on the one matrix it serves
   -attention_steps S -attention_rank R -attention_samples M
                        the paper-form operator alone, trained on Fourier data
 
@@ -52,25 +62,33 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
-from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.decomposition.problems import PROBLEMS, make_problem  # noqa: E402
+from ddlearn.learned.local_training import SEEDS  # noqa: E402
 from solvers.learned import LearnedSettings  # noqa: E402
-from solvers.methods import DEFAULT_METHODS, Case, parse_methods, run_methods  # noqa: E402
+from solvers.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
+                             run_methods)
 from solvers.report import format_table, plot_histories  # noqa: E402
 
 
 def read_options(opts: PETSc.Options) -> dict:
     """The example's settings from the options database (defaults as documented above)."""
-    problem = opts.getString("problem", "poisson2d")
-    one_d = problem == "poisson1d"
+    problems = [p.strip() for p in opts.getString("problem", "poisson2d,random_channels")
+                .split(",") if p.strip()]
+    unknown = [p for p in problems if p not in PROBLEMS]
+    if unknown or not problems:
+        raise ValueError(f"unknown -problem {unknown or problems}; choose from "
+                         f"{', '.join(sorted(PROBLEMS))}")
+    one_d = problems == ["poisson1d"]
+    methods = opts.getString("methods", "")
     return {
-        "problem": problem,
+        "problems": problems,
         "n": opts.getInt("n", 4095 if one_d else 255),
         "subdomains": opts.getInt("subdomains", 64),
         "overlap": opts.getInt("overlap", 2 if one_d else 1),
         "coarse_space": opts.getString("coarse_space", "hats"),
         "contrast": opts.getReal("contrast", 1e6),
-        "field_seed": opts.getInt("field_seed", 0),
-        "methods": parse_methods(opts.getString("methods", ",".join(DEFAULT_METHODS))),
+        "field_seed": opts.getInt("field_seed", SEEDS["test"]),
+        "methods": parse_methods(methods) if methods else None,
         "learned": LearnedSettings.from_options(opts),
         "spectral": SpectralSettings(opts.getInt("spectral_nev", 8),
                                      opts.getReal("spectral_threshold", 0.0),
@@ -84,9 +102,9 @@ def read_options(opts: PETSc.Options) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Run the comparison and return the report. ``argv`` holds extra ``-option value`` pairs
-    for this call only (for tests and scripts)."""
+def main(argv: list[str] | None = None) -> list[dict]:
+    """Run the comparison on every problem of ``-problem`` and return their reports. ``argv``
+    holds extra ``-option value`` pairs for this call only (for tests and scripts)."""
     opts = PETSc.Options()
     given = dict(zip(argv[::2], argv[1::2])) if argv else {}
     for key, value in given.items():
@@ -96,23 +114,31 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         for key in given:  # options passed in argv apply to this call only
             opts.delValue(key)
+    return [compare(cfg, name, len(cfg["problems"]) > 1) for name in cfg["problems"]]
+
+
+def compare(cfg: dict, name: str, several: bool) -> dict:
+    """One problem's table: every method on the same matrix, decomposition and ``b``."""
     comm = PETSc.COMM_WORLD
     rank0 = comm.getRank() == 0
     kwargs = {}
-    if cfg["problem"] == "channels" or cfg["problem"].startswith("random_"):
+    if name == "channels" or name.startswith("random_"):
         kwargs["contrast"] = cfg["contrast"]
-    if cfg["problem"].startswith("random_"):
+    if name.startswith("random_"):
         kwargs["seed"] = cfg["field_seed"]
-    problem = make_problem(cfg["problem"], cfg["n"], **kwargs)
+    problem = make_problem(name, cfg["n"], **kwargs)
+    methods = cfg["methods"] or list(DEFAULT_METHODS if name.startswith("poisson")
+                                     else CONTRAST_METHODS)
     case = Case.build(problem, cfg["subdomains"], cfg["overlap"], cfg["coarse_space"], comm)
     case.spectral, case.spectral_with_hats = cfg["spectral"], cfg["spectral_with_hats"]
-    PETSc.Sys.Print(f"{problem.name}: n = {problem.n} unknowns, N = {case.dec.N} subdomains "
-                    f"{case.dec.boxes}, overlap {case.dec.overlap}, n_0 = {case.Phi.shape[1]} "
-                    f"({cfg['coarse_space']}), {comm.getSize()} ranks on {os.cpu_count()} cores, "
-                    f"{cfg['ksp_type']} to rtol {cfg['rtol']:g}")
+    PETSc.Sys.Print(f"{problem.name}{' ' + str(kwargs) if kwargs else ''}: n = {problem.n} "
+                    f"unknowns, N = {case.dec.N} subdomains {case.dec.boxes}, overlap "
+                    f"{case.dec.overlap}, n_0 = {case.Phi.shape[1]} ({cfg['coarse_space']}), "
+                    f"{comm.getSize()} ranks on {os.cpu_count()} cores, {cfg['ksp_type']} to "
+                    f"rtol {cfg['rtol']:g}")
     b = case.rhs(cfg["seed"])
     results = []
-    for m in cfg["methods"]:
+    for m in methods:
         PETSc.Sys.Print(f"  solving with {m} ...")
         results += run_methods(case, [m], b, cfg["ksp_type"], cfg["rtol"],
                                settings=cfg["learned"])
@@ -123,14 +149,18 @@ def main(argv: list[str] | None = None) -> dict:
     case.destroy()
     if rank0:
         print(format_table(results), flush=True)
-        if cfg["json"]:
-            with open(cfg["json"], "w") as f:
-                json.dump(report, f, indent=1)
-            print(f"wrote {cfg['json']}")
-        if cfg["plot"]:
-            plot_histories(results, cfg["plot"], title=f"{problem.name}, n = {problem.n}, "
-                           f"N = {case.dec.N}, {comm.getSize()} ranks")
-            print(f"wrote {cfg['plot']}")
+        for key in ("json", "plot"):
+            if not cfg[key]:
+                continue
+            stem, ext = os.path.splitext(cfg[key])
+            path = f"{stem}_{name}{ext}" if several else cfg[key]
+            if key == "json":
+                with open(path, "w") as f:
+                    json.dump(report, f, indent=1)
+            else:
+                plot_histories(results, path, title=f"{problem.name}, n = {problem.n}, "
+                               f"N = {case.dec.N}, {comm.getSize()} ranks")
+            print(f"wrote {path}")
     return report
 
 

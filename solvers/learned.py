@@ -35,7 +35,7 @@ __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "c
 
 @dataclass
 class LearnedSettings:
-    """What the learned methods train (options ``-learned_*``, ``-attention_*``, ``-cache``)."""
+    """What the learned methods train (options ``-learned_insitu_*``, ``-attention_*``, ``-cache``)."""
 
     cache: str = ".ddlearn-cache"
     r_local: int = 8
@@ -50,16 +50,20 @@ class LearnedSettings:
         d = PCTrainConfig()
         return cls(
             cache=opts.getString("cache", cls.cache),
-            r_local=opts.getInt("learned_rank", cls.r_local),
-            train=PCTrainConfig(steps=opts.getInt("learned_steps", d.steps),
-                                lr=opts.getReal("learned_lr", d.lr),
-                                lr_smoothing=opts.getReal("learned_lr_smoothing", d.lr_smoothing),
-                                batch=opts.getInt("learned_batch", d.batch),
-                                cg_steps=opts.getInt("learned_cg_steps", 0) or None,
-                                objective=opts.getString("learned_objective", d.objective),
-                                eval_every=opts.getInt("learned_eval_every", d.eval_every),
-                                eval_rhs=opts.getInt("learned_eval_rhs", d.eval_rhs),
-                                seed=opts.getInt("learned_seed", d.seed), progress=progress),
+            r_local=opts.getInt("learned_insitu_rank", cls.r_local),
+            train=PCTrainConfig(steps=opts.getInt("learned_insitu_steps", d.steps),
+                                lr=opts.getReal("learned_insitu_lr", d.lr),
+                                lr_smoothing=opts.getReal("learned_insitu_lr_smoothing",
+                                                          d.lr_smoothing),
+                                batch=opts.getInt("learned_insitu_batch", d.batch),
+                                cg_steps=opts.getInt("learned_insitu_cg_steps", 0) or None,
+                                objective=opts.getString("learned_insitu_objective",
+                                                         d.objective),
+                                eval_every=opts.getInt("learned_insitu_eval_every",
+                                                       d.eval_every),
+                                eval_rhs=opts.getInt("learned_insitu_eval_rhs", d.eval_rhs),
+                                seed=opts.getInt("learned_insitu_seed", d.seed),
+                                progress=progress),
             attention_rank=opts.getInt("attention_rank", cls.attention_rank),
             attention_steps=opts.getInt("attention_steps", cls.attention_steps),
             attention_samples=opts.getInt("attention_samples", cls.attention_samples))

@@ -19,12 +19,14 @@ from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition.layout import Layout
+from ddlearn.learned import checkpoint
 from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC, set_coordinates
 
 from . import learned
 from .options import set_defaults
 
-__all__ = ["Case", "METHODS", "DEFAULT_METHODS", "run_methods", "parse_methods"]
+__all__ = ["Case", "METHODS", "DEFAULT_METHODS", "CONTRAST_METHODS", "run_methods",
+           "parse_methods", "attention_enrichment"]
 
 
 @dataclass
@@ -100,7 +102,8 @@ def _gdsw(pc, case):
 
 def _ddlearn(coarse):
     """ddlearn's options-driven PC on the case's matrix, with N and overlap of the case (box
-    subdomains from the coordinates, overlap by graph layers)."""
+    subdomains from the coordinates, overlap by graph layers). ``learned`` is the pretrained
+    learned coarse space shipped with ddlearn (no training)."""
     def configure(pc, case):
         pc.setType(PETSc.PC.Type.PYTHON)
         pc.setPythonContext(TwoLevelSchwarzPC(
@@ -118,7 +121,28 @@ def _attention(pc, case, path):
     pc.setPythonContext(SchwarzAttentionPC(path=path, mode="attention"))
 
 
-def _learned(pc, case, path):
+def attention_enrichment(path: str, case: Case) -> sp.csr_matrix:
+    r"""The trained paper-form operator's local factors as coarse vectors,
+    :math:`[\Phi \mid R_i^TD_i^{1/2}Q_i]_i` (natural numbering): two-level Schwarz with this
+    Galerkin coarse space is SPD whatever the training did, while the operator itself is
+    singular (rank :math:`\le \sum_i r_i + r_0 < n`)."""
+    model, _ = checkpoint.load(path)
+    idx, sqrtD, Q = model.idx.numpy(), model.sqrtD.numpy(), model.Q.detach().numpy()
+    keep = sqrtD > 0
+    cols = [sp.csr_matrix(((sqrtD[i, keep[i], None] * Q[i, keep[i]]).ravel(),
+                           (np.repeat(idx[i, keep[i]], Q.shape[2]),
+                            np.tile(np.arange(Q.shape[2]), keep[i].sum()))),
+                          shape=(case.dec.n, Q.shape[2])) for i in range(case.dec.N)]
+    return sp.hstack([case.Phi, *cols]).tocsr()
+
+
+def _attention_coarse(pc, case, path):
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(TwoLevelSchwarz(case.layout, case.layout.phi(
+        attention_enrichment(path, case)), "basic"))
+
+
+def _learned_insitu(pc, case, path):
     pc.setType(PETSc.PC.Type.PYTHON)
     pc.setPythonContext(TwoLevelSchwarzPC(model=path))
 
@@ -126,7 +150,8 @@ def _learned(pc, case, path):
 # Learned methods: how to obtain the checkpoint (train or load from the cache), then the PC.
 LEARNED = {
     "attention": (learned.attention_operator, _attention),
-    "learned": (learned.learned_preconditioner, _learned),
+    "attention_coarse": (learned.attention_operator, _attention_coarse),
+    "learned_insitu": (learned.learned_preconditioner, _learned_insitu),
 }
 
 
@@ -140,12 +165,17 @@ METHODS = {
     "nicolaides": _ddlearn("nicolaides"),
     "spectral": _ddlearn("spectral"),
     "gamg": _gamg,
+    "learned": _ddlearn("learned"),
     "attention": None,
-    "learned": None,
+    "attention_coarse": None,
+    "learned_insitu": None,
 }
 #: the example's default comparison
 DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "attention",
-                   "learned")
+                   "attention_coarse", "learned")
+#: ... on high-contrast coefficient fields (no unpreconditioned or Jacobi CG: thousands of
+#: iterations that say nothing new)
+CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "gamg")
 
 
 def parse_methods(spec: str) -> list[str]:

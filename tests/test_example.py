@@ -53,7 +53,7 @@ def test_example_in_process(tmp_path):
     spec.loader.exec_module(mod)
     methods = ["asm", "twolevel"]
     report = mod.main(["-problem", "poisson2d", "-n", "31", "-subdomains", "16",
-                       "-methods", ",".join(methods), "-json", out, "-plot", ""])
+                       "-methods", ",".join(methods), "-json", out, "-plot", ""])[0]
     _check_report(report, comm.Get_size(), methods, "poisson2d")
     comm.Barrier()
     assert json.load(open(out))["results"][1]["iterations"] == report["results"][1]["iterations"]
@@ -69,7 +69,7 @@ def test_example_classical_coarse_spaces_on_a_random_field():
     methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral"]
     report = mod.main(["-problem", "random_channels", "-contrast", "1e6", "-field_seed", "2",
                        "-n", "47", "-subdomains", "16", "-methods", ",".join(methods),
-                       "-spectral_with_hats", "1", "-json", "", "-plot", ""])
+                       "-spectral_with_hats", "1", "-json", "", "-plot", ""])[0]
     _check_report(report, MPI.COMM_WORLD.Get_size(), methods, "random_channels")
     it = {r["method"]: r["iterations"] for r in report["results"]}
     assert it["spectral"] < it["twolevel"], it
@@ -84,16 +84,43 @@ def test_example_learned_methods_train_then_load_from_cache(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     args = ["-problem", "poisson1d", "-n", "255", "-subdomains", "8", "-cache", cache,
-            "-methods", "twolevel,attention,learned", "-learned_steps", "4",
-            "-learned_eval_every", "2", "-attention_steps", "10", "-json", out, "-plot", ""]
-    first = {r["method"]: r for r in mod.main(args)["results"]}
-    second = {r["method"]: r for r in mod.main(args)["results"]}
+            "-methods", "twolevel,attention,learned_insitu", "-learned_insitu_steps", "4",
+            "-learned_insitu_eval_every", "2", "-attention_steps", "10", "-json", out, "-plot", ""]
+    first = {r["method"]: r for r in mod.main(args)[0]["results"]}
+    second = {r["method"]: r for r in mod.main(args)[0]["results"]}
     comm.Barrier()  # rank 0 writes the JSON after the others return
     saved = {r["method"]: r for r in json.load(open(out))["results"]}
-    assert first["learned"]["train_s"] > 0 and first["attention"]["train_s"] > 0
-    assert second["learned"]["train_s"] == 0 and second["attention"]["train_s"] == 0
+    assert first["learned_insitu"]["train_s"] > 0 and first["attention"]["train_s"] > 0
+    assert second["learned_insitu"]["train_s"] == 0 and second["attention"]["train_s"] == 0
     for res in (first, second, saved):
-        assert res["learned"]["converged"] and res["learned"]["rnorm_true"] < 1e-8
-        assert res["learned"]["iterations"] <= res["twolevel"]["iterations"] + 1
+        assert res["learned_insitu"]["converged"] and res["learned_insitu"]["rnorm_true"] < 1e-8
+        assert res["learned_insitu"]["iterations"] <= res["twolevel"]["iterations"] + 1
         assert "reason" in res["attention"] and res["twolevel"]["train_s"] == 0
-    assert second["learned"]["iterations"] == first["learned"]["iterations"]
+    assert second["learned_insitu"]["iterations"] == first["learned_insitu"]["iterations"]
+
+
+@pytest.mark.mpi
+def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
+    """The default two tables (Poisson, then an unseen random channels field) with the shipped
+    model: no training, learned no worse than the hats on Poisson and far better on channels."""
+    comm = MPI.COMM_WORLD
+    out = comm.bcast(str(tmp_path / "two.json"), root=0)
+    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    methods = ["asm", "twolevel", "spectral", "learned"]
+    reports = mod.main(["-n", "127", "-subdomains", "16", "-methods", ",".join(methods),
+                        "-json", out, "-plot", ""])
+    assert [r["problem"]["name"] for r in reports] == ["poisson2d", "random_channels"]
+    assert reports[1]["problem"]["seed"] == 200000
+    its = []
+    for report, name in zip(reports, ("poisson2d", "random_channels")):
+        _check_report(report, comm.Get_size(), methods, name)
+        its.append({r["method"]: r["iterations"] for r in report["results"]})
+        assert all(r["train_s"] == 0 for r in report["results"])
+    assert its[0]["learned"] <= its[0]["twolevel"], its
+    assert its[1]["learned"] <= 0.75 * its[1]["twolevel"], its
+    comm.Barrier()
+    for name in ("poisson2d", "random_channels"):
+        assert json.loads((Path(out).parent / f"two_{name}.json").read_text())["ranks"] == \
+            comm.size

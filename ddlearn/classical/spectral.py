@@ -38,7 +38,7 @@ from ..decomposition.collective import collective_check
 from ..decomposition.layout import sequential_aij
 
 __all__ = ["EIGENSOLVERS", "SpectralSettings", "neumann_matrices", "local_eigenvectors",
-           "spectral_entries"]
+           "spectral_entries", "local_columns", "regularised_pencil"]
 
 EIGENSOLVERS = ("slepc", "scipy")
 
@@ -142,16 +142,22 @@ def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
 _REGULARISATION = 1e-9
 
 
+def regularised_pencil(AN: sp.csr_matrix, D: np.ndarray):
+    r"""``(B, M)`` = :math:`(D A^N D,\ A^N + \varepsilon\,\mathrm{diag} A^N)`: the pencil
+    :math:`Bv = \mu Mv` whose largest :math:`\mu` are the smallest :math:`\lambda = 1/\mu`."""
+    return ((sp.diags(D) @ AN @ sp.diags(D)).tocsr(),
+            (AN + sp.diags(_REGULARISATION * np.abs(AN.diagonal()))).tocsr())
+
+
 def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
                        prefix: str = "ddlearn_spectral_"):
     r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^ND v`, smallest
     first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with
     ``prefix`` (``-{prefix}eps_max_it``, ...)."""
-    B = sp.diags(D) @ AN @ sp.diags(D)
-    M = AN + sp.diags(_REGULARISATION * np.abs(AN.diagonal()))
+    B, M = regularised_pencil(AN, D)
     nev = min(settings.nev, AN.shape[0])
     solve = _slepc if settings.eigensolver == "slepc" else _scipy
-    mu, V = solve(B.tocsr(), M.tocsr(), nev, settings.tol, prefix)
+    mu, V = solve(B, M, nev, settings.tol, prefix)
     lam = 1.0 / np.maximum(mu, 1e-300)
     keep = lam < settings.threshold if settings.threshold > 0 else np.ones(len(lam), bool)
     return lam[keep], V[:, keep]
@@ -182,17 +188,27 @@ def spectral_entries(A: PETSc.Mat, subdomains, settings: SpectralSettings, first
                      + ": try the other -ddlearn_spectral_eigensolver, a smaller "
                      "-ddlearn_spectral_nev, a looser -ddlearn_spectral_tol or more "
                      "-ddlearn_spectral_eps_max_it")
+    rows, cols, vals, k = local_columns(comm, subdomains.N,
+                                        {i: (I, D, V) for i, (I, D, _, V) in found.items()},
+                                        first_column)
+    return rows, cols, vals, k, {i: f[2] for i, f in found.items()}
+
+
+def local_columns(comm, N: int, found: dict, first_column: int = 0):
+    r"""Entries ``(rows, cols, vals)`` of the coarse vectors :math:`R_i^TD_iV_i` of this rank's
+    subdomains ``found = {i: (I_i, D_i, V_i)}`` (global rows; columns numbered subdomain by
+    subdomain from ``first_column``, so every rank agrees on them) and the total number of
+    columns (collective over the ``N`` subdomains)."""
     counts = {}
-    for part in comm.tompi4py().allgather({i: f[3].shape[1] for i, f in found.items()}):
+    for part in comm.tompi4py().allgather({i: f[2].shape[1] for i, f in found.items()}):
         counts.update(part)
-    offsets = first_column + np.concatenate([[0], np.cumsum([counts[i] for i in
-                                                             range(subdomains.N)])])
+    offsets = first_column + np.concatenate([[0], np.cumsum([counts[i] for i in range(N)])])
     rows, cols, vals = [], [], []
-    for i, (I, D, lam, V) in found.items():
+    for i, (I, D, V) in found.items():
         k = V.shape[1]
         rows.append(np.repeat(I, k))
         cols.append(np.tile(np.arange(offsets[i], offsets[i] + k), len(I)))
         vals.append((D[:, None] * V).ravel())
     cat = (lambda x: np.concatenate(x) if x else np.zeros(0))  # noqa: E731
     return (cat(rows).astype(np.int64), cat(cols).astype(np.int64), cat(vals),
-            int(offsets[-1] - first_column), {i: f[2] for i, f in found.items()})
+            int(offsets[-1] - first_column))

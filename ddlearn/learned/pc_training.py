@@ -51,7 +51,7 @@ OBJECTIVES = ("error", "condition")
 
 @dataclass
 class PCTrainConfig:
-    """Settings of :func:`train_preconditioner` (options ``-learned_*`` in the example)."""
+    """Settings of :func:`train_preconditioner` (options ``-learned_insitu_*`` in the example)."""
 
     steps: int = 20
     lr: float = 1e-4

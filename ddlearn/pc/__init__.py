@@ -2,7 +2,7 @@
 (PETSc PC or scipy ``LinearOperator``), and the native export for C/C++/Fortran programs.
 
 - :class:`TwoLevelSchwarzPC`: two-level Schwarz with a pluggable coarse space
-  (``none``, ``hats``, ``nicolaides``, ``learned``) on any matrix;
+  (``none``, ``hats``, ``nicolaides``, ``gdsw``, ``spectral``, ``learned``) on any matrix;
 - :class:`SchwarzAttentionPC`: the paper-form Schwarz attention operator (modes ``attention``,
   ``additive``).
 """

@@ -19,8 +19,12 @@ Select it from the options database (``-<prefix>`` is the PC's options prefix)::
                                   default boxes with coordinates, metis (the graph) without
     -<prefix>ddlearn_local_type {basic,restrict}
                                   basic: symmetric, for CG (default); restrict: RAS, GMRES
-    -<prefix>ddlearn_model FILE   learned coarse space checkpoint (implies coarse space learned;
-                                  in code, a loaded DistributedSchwarzAttention also serves)
+    -<prefix>ddlearn_model FILE   learned coarse space model (implies coarse space learned);
+                                  default: the pretrained model shipped with ddlearn
+    -<prefix>ddlearn_learned_nev k        learned: vectors per subdomain (default: the model's)
+    -<prefix>ddlearn_learned_steps s      learned: block Krylov refinement steps (default: the
+                                          model's serve_steps, 2 for the shipped model)
+    -<prefix>ddlearn_learned_with_hats    learned: add the hats (needs coordinates)
     -<prefix>ddlearn_coarse_rank R
     -<prefix>ddlearn_local_...    the one-level PCASM and its blocks (-..._local_sub_pc_type)
     -<prefix>ddlearn_coarse_...   the coarse KSP on the coarse rank (default preonly + Cholesky)
@@ -31,13 +35,18 @@ PC in petsc4py 3.26 (it is silently ignored), hence the helper. The PC derives i
 itself (:class:`~ddlearn.decomposition.partition.Subdomains`); internal numbering is never the
 user's business.
 
-A ``learned`` checkpoint (:mod:`ddlearn.learned.basis`) carries its own structured decomposition
+The ``learned`` coarse space is, by default, the pretrained local model of
+:mod:`ddlearn.learned.local_coarse` (trained once on coefficient families; it reads each
+subdomain's local matrix, so it serves any matrix, ordering and distribution). An *in-situ*
+checkpoint (:mod:`ddlearn.learned.basis`, trained on one matrix) carries its own structured decomposition
 and is bound to the matrix it was trained for: the PC finds whether the matrix is in the grid's
 natural numbering or in ddlearn's subdomain numbering (any row distribution) by the checkpoint's
 fingerprint, forms the learned basis :math:`\tilde\Phi` in its internal numbering and maps it
 back, and refuses any other matrix on every rank.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,13 +66,15 @@ from ..decomposition.layout import (coarse_basis_matrix, coarse_ranges, distribu
 from ..decomposition.partition import PARTITIONERS, Subdomains, gather_matrix, scatter_rows
 from ..learned.basis import KIND, describe, distributed_basis, petsc_basis
 from ..learned.distributed import DistributedSchwarzAttention
+from ..learned.local_coarse import (PRETRAINED, check_inputs, is_model_file, learned_entries,
+                                    load_model)
 
 __all__ = ["TwoLevelSchwarzPC", "COARSE_SPACES", "set_coordinates", "get_coordinates",
            "TwoLevel", "two_level"]
 
 COARSE_SPACES = ("none", "hats", "nicolaides", "gdsw", "spectral", "learned")
 #: coarse spaces whose basis depends on the matrix values (rebuilt when they change)
-VALUE_DEPENDENT = ("gdsw", "spectral")
+VALUE_DEPENDENT = ("gdsw", "spectral", "learned")
 LOCAL_TYPES = ("basic", "restrict")
 _COORDINATES = "ddlearn_coordinates"
 
@@ -110,12 +121,16 @@ class TwoLevelSchwarzPC:
     def __init__(self, coarse_space: str | None = None, subdomains: int | None = None,
                  overlap: int = 1, partition: str | None = None, local_type: str = "basic",
                  model: str | None = None, coarse_rank: int = 0,
-                 spectral: SpectralSettings | None = None, with_hats: bool = False):
+                 spectral: SpectralSettings | None = None, with_hats: bool = False,
+                 learned_nev: int | None = None, learned_steps: int | None = None,
+                 learned_with_hats: bool = False):
         self.coarse_space, self.N, self.overlap = coarse_space, subdomains, overlap
         self.partition, self.local_type, self.model = partition, local_type, model
         self.coarse_rank, self.with_hats = coarse_rank, with_hats
         self.spectral = spectral or SpectralSettings()
-        self.two_level = self.subdomains = self.Phi = None
+        self.learned_nev, self.learned_steps = learned_nev, learned_steps
+        self.learned_with_hats = learned_with_hats
+        self.two_level = self.subdomains = self.Phi = self._local = None
         self.meta, self.timing, self._key = {}, {}, None
 
     @property
@@ -145,6 +160,12 @@ class TwoLevelSchwarzPC:
                                          sp_opts.getString("eigensolver",
                                                            self.spectral.eigensolver),
                                          sp_opts.getReal("tol", self.spectral.tol))
+        ln_opts = PETSc.Options((pc.getOptionsPrefix() or "") + "ddlearn_learned_")
+        self.learned_nev = ln_opts.getInt("nev", self.learned_nev or 0) or None
+        self.learned_steps = ln_opts.getInt("steps", -1 if self.learned_steps is None
+                                            else self.learned_steps)
+        self.learned_steps = None if self.learned_steps < 0 else self.learned_steps
+        self.learned_with_hats = ln_opts.getBool("with_hats", self.learned_with_hats)
 
     def _settings(self, comm, has_coords: bool):
         coarse = self.coarse_space or ("learned" if self.model is not None else
@@ -158,10 +179,13 @@ class TwoLevelSchwarzPC:
         collective_check(comm, self.partition is None or self.partition in PARTITIONERS,
                          f"unknown -ddlearn_partition {self.partition!r}; choose one of "
                          f"{', '.join(PARTITIONERS)}")
-        collective_check(comm, (coarse == "learned") == (self.model is not None),
-                         "the learned coarse space needs its checkpoint: give -ddlearn_model FILE"
-                         if coarse == "learned" else
+        collective_check(comm, self.model is None or coarse == "learned",
                          f"-ddlearn_model was given with coarse space {coarse}: drop one of them")
+        path = self.model if isinstance(self.model, str) else PRETRAINED
+        collective_check(comm, coarse != "learned" or not isinstance(self.model, (str, type(None)))
+                         or os.path.exists(path),
+                         f"no learned coarse-space model at {path}: give -ddlearn_model FILE "
+                         f"(train one with python -m ddlearn.learned.local_training)")
         collective_check(comm, 0 <= self.coarse_rank < comm.getSize(),
                          f"-ddlearn_coarse_rank {self.coarse_rank} is not a rank of this "
                          f"{comm.getSize()}-rank communicator")
@@ -180,7 +204,7 @@ class TwoLevelSchwarzPC:
             if self.model is not None:
                 self._check_fingerprint(P)
             clock = Stopwatch(comm)
-            if self.meta["coarse_space"] in VALUE_DEPENDENT:
+            if self._value_dependent:
                 self.two_level.set_coarse_basis(None)
                 self.Phi.destroy()
                 self.Phi = self._value_basis(P)
@@ -195,19 +219,22 @@ class TwoLevelSchwarzPC:
         has = comm.tompi4py().allreduce(coords is not None, op=MPI.LOR)
         coarse = self._settings(comm, has)
         self.meta["coarse_space"] = coarse
-        check_symmetric(P, _ksp_type(pc))
         if coarse == "learned":
-            self._learned(P)
+            self._load_local(comm)
+        check_symmetric(P, _ksp_type(pc))
+        if coarse == "learned" and self._local is None:
+            self._learned(P)  # in-situ checkpoint: bound to its matrix
             self.timing = {"partition_s": 0.0, "basis_s": clock.lap()}
         else:
             N = self.N or 4 * comm.getSize()
             geometric = {"none": None, "gdsw": None,
-                         "spectral": "hats" if self.with_hats else None}
+                         "spectral": "hats" if self.with_hats else None,
+                         "learned": "hats" if self.learned_with_hats else None}
             self.subdomains = Subdomains.from_matrix(
                 P, N, self.overlap, coords if has else None, self.partition,
                 geometric.get(coarse, coarse), self.coarse_rank)
             self.timing = {"partition_s": clock.lap()}
-            if coarse in VALUE_DEPENDENT:
+            if self._value_dependent:
                 self.Phi = self._value_basis(P)
             elif coarse != "none":
                 n0 = self.subdomains.n0
@@ -221,9 +248,29 @@ class TwoLevelSchwarzPC:
         self._key = key
 
     # -- coarse spaces that depend on the values -----------------------------------------
+    @property
+    def _value_dependent(self) -> bool:
+        coarse = self.meta["coarse_space"]
+        return coarse in VALUE_DEPENDENT and (coarse != "learned" or self._local is not None)
+
     def _value_basis(self, P: PETSc.Mat) -> PETSc.Mat:
-        return self._spectral_basis(P) if self.meta["coarse_space"] == "spectral" \
-            else self._gdsw_basis(P)
+        return self._gdsw_basis(P) if self.meta["coarse_space"] == "gdsw" \
+            else self._enriched_basis(P)
+
+    def _load_local(self, comm) -> None:
+        """Load the local learned model when the learned coarse space is not an in-situ
+        checkpoint (every rank reads the file; a bad file fails on every rank)."""
+        if isinstance(self.model, DistributedSchwarzAttention):
+            return
+        path = self.model or PRETRAINED
+        if not is_model_file(path):
+            return  # an in-situ checkpoint (or not a model at all: _learned says which)
+        try:
+            loaded, error = load_model(path), None
+        except (ValueError, OSError) as e:
+            loaded, error = None, str(e)
+        collective_check(comm, error is None, str(error))
+        self._local = (path, *loaded[:2])
 
     def _gdsw_basis(self, P: PETSc.Mat) -> PETSc.Mat:
         """GDSW functions built on rank 0 from the gathered matrix (:mod:`.gdsw`)."""
@@ -236,19 +283,28 @@ class TwoLevelSchwarzPC:
         return distributed_aij(rows, n0, coarse_ranges(comm.getSize(), self.coarse_rank, n0),
                                comm)
 
-    def _spectral_basis(self, P: PETSc.Mat) -> PETSc.Mat:
+    def _enriched_basis(self, P: PETSc.Mat) -> PETSc.Mat:
         r""":math:`[\Phi_{hats} \mid R_i^TD_iv_{i,l}]` from this rank's hats rows and its
-        subdomains' eigenvectors (:mod:`ddlearn.classical.spectral`)."""
+        subdomains' local vectors: eigenvectors (:mod:`ddlearn.classical.spectral`) or
+        learned ones (:mod:`ddlearn.learned.local_coarse`)."""
         s = self.subdomains
         lo, _ = P.getOwnershipRange()
         hats = s.Phi_rows.tocoo() if s.Phi_rows is not None else None
         n_hats = s.n0
-        rows, cols, vals, k, lam = spectral_entries(
-            P, s, self.spectral, n_hats, self._prefix + "ddlearn_spectral_")
+        if self.meta["coarse_space"] == "spectral":
+            rows, cols, vals, k = self._spectral_entries(P, n_hats)
+        else:
+            rows, cols, vals, k = self._learned_entries(P, n_hats)
         if hats is not None:
             rows = np.concatenate([hats.row + lo, rows])
             cols = np.concatenate([hats.col, cols])
             vals = np.concatenate([hats.data, vals])
+        return coarse_basis_matrix(P.getComm(), P.getLocalSize()[0], n_hats + k, rows, cols,
+                                   vals, self.coarse_rank)
+
+    def _spectral_entries(self, P: PETSc.Mat, n_hats: int):
+        rows, cols, vals, k, lam = spectral_entries(
+            P, self.subdomains, self.spectral, n_hats, self._prefix + "ddlearn_spectral_")
         counts = [len(v) for v in lam.values()]
         largest = [float(v.max()) for v in lam.values() if len(v)]
         mpi = P.getComm().tompi4py()
@@ -257,8 +313,28 @@ class TwoLevelSchwarzPC:
             "per_subdomain_min": mpi.allreduce(min(counts, default=k), op=MPI.MIN),
             "per_subdomain_max": mpi.allreduce(max(counts, default=0), op=MPI.MAX),
             "largest_kept_lambda": mpi.allreduce(max(largest, default=0.0), op=MPI.MAX)}
-        return coarse_basis_matrix(P.getComm(), P.getLocalSize()[0], n_hats + k, rows, cols,
-                                   vals, self.coarse_rank)
+        return rows, cols, vals, k
+
+    def _learned_entries(self, P: PETSc.Mat, n_hats: int):
+        path, model, meta = self._local
+        trained = meta["train_config"]
+        nev = self.learned_nev or trained["k"]
+        steps = trained["serve_steps"] if self.learned_steps is None else self.learned_steps
+        comm = P.getComm()
+        collective_check(comm, nev <= model.config["vectors"] * (steps + 1),
+                         f"-ddlearn_learned_nev {nev} exceeds the {model.config['vectors']} x "
+                         f"{steps + 1} dimensions of the refinement space: raise "
+                         f"-ddlearn_learned_steps")
+        rows, cols, vals, k, stats, timing = learned_entries(P, self.subdomains, model, nev,
+                                                             steps, n_hats)
+        warnings = check_inputs(comm, meta, stats, self.subdomains.overlap)
+        if warnings and comm.getRank() == 0:
+            PETSc.Sys.Print("Warning: " + "; ".join(warnings))
+        mpi = comm.tompi4py()
+        self.meta["learned"] = {"model": path, "hats": n_hats, "vectors": k, "nev": nev,
+                                "steps": steps, "warnings": warnings,
+                                **{key: mpi.allreduce(v, op=MPI.MAX) for key, v in timing.items()}}
+        return rows, cols, vals, k
 
     # -- learned coarse space -------------------------------------------------------------
     def _learned(self, P: PETSc.Mat) -> None:
@@ -343,7 +419,12 @@ class TwoLevelSchwarzPC:
                                f" per subdomain (nev {m['nev']}, threshold {m['threshold']:g}), "
                                f"largest kept lambda {m['largest_kept_lambda']:.3g}, "
                                f"{m['hats']} hats\n")
-        if self.model is not None:
+        if "learned" in self.meta:
+            m = self.meta["learned"]
+            viewer.printfASCII(f"  learned coarse space (model {os.path.basename(m['model'])}): "
+                               f"{m['vectors']} local vectors ({m['nev']} per subdomain, "
+                               f"{m['steps']} block Krylov steps), {m['hats']} hats\n")
+        elif self.meta.get("coarse_space") == "learned":
             viewer.printfASCII(f"  learned coarse space from {self._model_name}: "
                                f"{describe(self.meta)}\n")
         self.two_level.view(pc, viewer)
@@ -353,7 +434,8 @@ class TwoLevelSchwarzPC:
             self.two_level.reset(pc)
         if self.Phi is not None:
             self.Phi.destroy()
-        self.two_level = self.subdomains = self.Phi = self._key = None
+        self.two_level = self.subdomains = self.Phi = self._key = self._local = None
+        self.meta.pop("learned", None)
 
     def destroy(self, pc: PETSc.PC) -> None:
         # Collective: release PETSc objects now, not in garbage-collection order.

@@ -1,0 +1,267 @@
+r"""The learned coarse space on coefficient fields it never saw, against hats, spectral and GAMG
+(issue 12's measurements).
+
+    mpiexec -n 4 python benchmarks/many_fields.py [--quick] [--model FILE] [--json FILE]
+    python benchmarks/many_fields.py --report FILE     (tables and plots from a JSON)
+
+Fields: the seeded families of :mod:`ddlearn.decomposition.coefficients` (``channels``,
+``inclusions``, ``lognormal``) at contrast 1e6 with test seeds (``SEEDS["test"]`` on: never
+used in training or validation), ``--fields`` of them at 255² (N = 64) and ``--large-fields``
+at 511² (N = 256), so the local resolution (about 32² per subdomain) is the training one; plus
+the constant coefficient (Poisson). Matrix in the natural ordering, PETSc's default rows,
+coordinates attached (for the hats). Methods (``ddlearn.pc.TwoLevelSchwarzPC`` on box
+subdomains, overlap 1, exact local solves; CG to rtol 1e-8 from a random right-hand side): the
+Q1 ``hats``; ``spectral`` and ``learned`` with k vectors per subdomain, each alone and with the
+hats; PETSc's GAMG. On ``--curve-fields`` channels fields: iterations against k for spectral
+and learned. Times: slowest rank, set-up split (partition, coarse basis, local factorisations,
+coarse matrix; the learned basis split into factorisation + features, forward pass,
+refinement). The one-off training time comes from the model's record; the fields after which it
+has paid back against spectral follow from the per-field totals.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+import matplotlib
+import torch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import petsc4py
+
+petsc4py.init([])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+from coarse_spaces import natural_matrix, run  # noqa: E402
+from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.learned.local_coarse import PRETRAINED  # noqa: E402
+from ddlearn.learned.local_training import SEEDS  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+FAMILIES = ("channels", "inclusions", "lognormal")
+N_OF = {63: 4, 127: 16, 255: 64, 511: 256}
+
+
+def methods(k: int, model: str) -> dict:
+    return {"hats": dict(coarse_space="hats"),
+            f"spectral k={k}": dict(coarse_space="spectral", spectral=SpectralSettings(k)),
+            f"hats+spectral k={k}": dict(coarse_space="spectral", spectral=SpectralSettings(k),
+                                         with_hats=True),
+            f"learned k={k}": dict(coarse_space="learned", model=model, learned_nev=k),
+            f"hats+learned k={k}": dict(coarse_space="learned", model=model, learned_nev=k,
+                                        learned_with_hats=True),
+            "gamg": None}
+
+
+def field(family: str, n: int, seed: int, contrast: float):
+    if family == "poisson":
+        return make_problem("poisson2d", n)
+    return make_problem(f"random_{family}", n, contrast=contrast, seed=seed)
+
+
+def solve_field(problem, N: int, configs: dict) -> list[dict]:
+    A = natural_matrix(problem)
+    lo, hi = A.getOwnershipRange()
+    b = A.createVecLeft()
+    b.setArray(np.random.default_rng(0).uniform(-1, 1, problem.n)[lo:hi])
+    rows = []
+    for name, config in configs.items():
+        r = run(A, [b], N, config)
+        rows.append({"method": name, "iterations": r["iterations"][0], "setup_s": r["setup_s"],
+                     "solve_s": r["solve_s"], "total_s": r["setup_s"] + r["solve_s"],
+                     "split": r["split"], "n0": r["n0"], "learned": r["learned"]})
+    A.destroy(), b.destroy()
+    return rows
+
+
+def main(argv: list[str] | None = None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="63² (2 fields) and 127² (1 field), k = 8 only")
+    ap.add_argument("--model", default=PRETRAINED, help="learned coarse-space model")
+    ap.add_argument("--fields", type=int, default=20, help="fields per family at 255²")
+    ap.add_argument("--large-fields", type=int, default=5, help="fields per family at 511²")
+    ap.add_argument("--curve-fields", type=int, default=5, help="channels fields for its vs k")
+    ap.add_argument("--methods", nargs="+", help="a subset of the methods (default: all)")
+    ap.add_argument("--contrast", type=float, default=1e6)
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--json", default="benchmarks/results/many_fields.json")
+    ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
+    args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            data = json.load(f)
+        print(report(data))
+        plot(data, os.path.splitext(args.report)[0])
+        return data
+    torch.set_num_threads(1)  # one thread per rank: the ranks already share the cores
+    sizes = ((63, 2), (127, 1)) if args.quick else ((255, args.fields), (511, args.large_fields))
+    curve_ks = () if args.quick else (2, 4, 8)
+    with open(args.model + ".json") as f:
+        record = json.load(f)
+    configs = methods(args.k, args.model)
+    if args.methods:
+        unknown = set(args.methods) - set(configs)
+        if unknown:
+            ap.error(f"unknown methods {sorted(unknown)}; choose from {list(configs)}")
+        configs = {m: configs[m] for m in args.methods}
+    rows = []
+    for n, count in sizes:
+        if count == 0:
+            continue
+        N = N_OF[n]
+        jobs = [(fam, SEEDS["test"] + s) for fam in FAMILIES for s in range(count)]
+        jobs.append(("poisson", 0))
+        for family, seed in jobs:
+            problem = field(family, n, seed, args.contrast)
+            for r in solve_field(problem, N, configs):
+                rows.append({"family": family, "seed": seed, "n": n, "N": N, **r})
+                PETSc.Sys.Print(f"{n}² {family} {seed}: {r['method']:18s} its {r['iterations']:4d}"
+                                f"  setup {r['setup_s']:.2f} s  solve {r['solve_s']:.2f} s")
+    curve = []
+    for seed in range(args.curve_fields if curve_ks else 0):
+        problem = field("channels", 255, SEEDS["test"] + seed, args.contrast)
+        for k in curve_ks:
+            cfg = {f"spectral k={k}": methods(k, args.model)[f"spectral k={k}"],
+                   f"learned k={k}": methods(k, args.model)[f"learned k={k}"]}
+            for r in solve_field(problem, 64, cfg):
+                curve.append({"seed": SEEDS["test"] + seed, "k": k, **r})
+                PETSc.Sys.Print(f"curve {seed} {r['method']}: its {r['iterations']}")
+    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "contrast": args.contrast,
+            "k": args.k, "model": os.path.basename(args.model),
+            "training": {key: record.get(key) for key in
+                         ("data_s", "train_s", "ranks", "fields", "samples", "train_config")},
+            "rows": rows, "curve": curve}
+    if COMM.Get_rank() == 0:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+        print(report(data))
+        plot(data, os.path.splitext(args.json)[0])
+        print(f"wrote {args.json}")
+    return data
+
+
+def table(data) -> dict:
+    """Per (n, family, method): mean/max iterations and mean times over the fields."""
+    out = {}
+    for r in data["rows"]:
+        out.setdefault((r["n"], r["family"], r["method"]), []).append(r)
+    summary = {}
+    for key, rs in out.items():
+        split = lambda k: float(np.mean([r["split"].get(k, 0.0) for r in rs]))  # noqa: E731
+        its = [r["iterations"] for r in rs]
+        summary[key] = {
+            "fields": len(rs), "mean_its": float(np.mean(its)), "max_its": int(max(its)),
+            "not_converged": sum(i < 0 for i in its),
+            "setup_s": float(np.mean([r["setup_s"] for r in rs])),
+            "basis_s": split("basis_s"), "local_s": split("local_s"),
+            "coarse_s": split("coarse_s"), "partition_s": split("partition_s"),
+            "solve_s": float(np.mean([r["solve_s"] for r in rs])),
+            "total_s": float(np.mean([r["total_s"] for r in rs])),
+            "n0": int(np.mean([r["n0"] for r in rs]))}
+        learned = [r["learned"] for r in rs if r.get("learned")]
+        if learned:
+            for part in ("factor_s", "forward_s", "refine_s"):
+                summary[key][part] = float(np.mean([m[part] for m in learned]))
+    return summary
+
+
+def report(data) -> str:
+    s = table(data)
+    k = data["k"]
+    lines = [f"{data['ranks']} ranks on {data['cores']} cores, contrast {data['contrast']:g}, "
+             f"model {data['model']}", "",
+             "| n | family | fields | method | n_0 | CG its mean | max | set-up s | basis s | "
+             "local s | coarse s | solve s | total s |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (n, family, method), v in sorted(s.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        lines.append(f"| {n}² | {family} | {v['fields']} | {method} | {v['n0']} | "
+                     f"{v['mean_its']:.1f} | {v['max_its']} | {v['setup_s']:.2f} | "
+                     f"{v['basis_s']:.2f} | {v['local_s']:.2f} | {v['coarse_s']:.2f} | "
+                     f"{v['solve_s']:.2f} | {v['total_s']:.2f} |")
+    lines += ["", "Learned against the classical methods (same fields, same run; ratios of the "
+              "means; basis = coarse-basis construction only):", "",
+              "| n | family | variant | its / hats | its / spectral | max its / spectral max | "
+              "basis / spectral basis | set-up / spectral set-up | total / spectral total | "
+              "total / hats total | learned basis split (factor+features / forward / refine) |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for n, family in sorted({(key[0], key[1]) for key in s}):
+        for variant in ("", "hats+"):
+            L, S = s.get((n, family, f"{variant}learned k={k}")), \
+                s.get((n, family, f"{variant}spectral k={k}"))
+            H = s.get((n, family, "hats"))
+            if not (L and S and H):
+                continue
+            lines.append(
+                f"| {n}² | {family} | {variant or 'alone'} | {L['mean_its'] / H['mean_its']:.2f} | "
+                f"{L['mean_its'] / S['mean_its']:.2f} | {L['max_its'] / S['max_its']:.2f} | "
+                f"{L['basis_s'] / S['basis_s']:.2f} | {L['setup_s'] / S['setup_s']:.2f} | "
+                f"{L['total_s'] / S['total_s']:.2f} | {L['total_s'] / H['total_s']:.2f} | "
+                f"{L.get('factor_s', 0):.2f} / {L.get('forward_s', 0):.2f} / "
+                f"{L.get('refine_s', 0):.2f} |")
+    t = data["training"]
+    once = (t.get("data_s") or 0) + (t.get("train_s") or 0)
+    lines += ["", f"One-off training: {once:.0f} s ({t.get('fields')} fields, {t.get('samples')} "
+              f"subdomains, {t.get('ranks')} ranks). Fields after which it has paid back against "
+              f"spectral (per-field total saved):", ""]
+    for n, family in sorted({(key[0], key[1]) for key in s}):
+        L, S = s.get((n, family, f"learned k={k}")), s.get((n, family, f"spectral k={k}"))
+        if L and S:
+            saved = S["total_s"] - L["total_s"]
+            lines.append(f"- {n}² {family}: {saved:+.2f} s per field → " +
+                         (f"{once / saved:.0f} fields" if saved > 0 else "never"))
+    if data["curve"]:
+        lines += ["", "CG iterations against vectors per subdomain (channels 255², mean over "
+                  f"{len({c['seed'] for c in data['curve']})} fields):", "",
+                  "| k | spectral | learned |", "|---:|---:|---:|"]
+        for kk in sorted({c["k"] for c in data["curve"]}):
+            cells = [np.mean([c["iterations"] for c in data["curve"] if c["k"] == kk
+                              and c["method"].startswith(m)]) for m in ("spectral", "learned")]
+            lines.append(f"| {kk} | {cells[0]:.1f} | {cells[1]:.1f} |")
+    return "\n".join(lines)
+
+
+def plot(data, stem: str) -> None:
+    s = table(data)
+    sizes = sorted({key[0] for key in s})
+    methods_ = list(dict.fromkeys(key[2] for key in s))
+    fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 3.8), squeeze=False)
+    for ax, n in zip(axes[0], sizes):
+        families = sorted({key[1] for key in s if key[0] == n})
+        width = 0.8 / len(methods_)
+        for j, m in enumerate(methods_):
+            vals = [s.get((n, f, m), {}).get("mean_its", np.nan) for f in families]
+            ax.bar(np.arange(len(families)) + j * width, vals, width, label=m)
+        ax.set_xticks(np.arange(len(families)) + 0.4 - width / 2, families)
+        ax.set_yscale("log")
+        ax.set_ylabel("CG iterations (mean over fields)")
+        ax.set_title(f"{n}², N = {N_OF[n]}, unseen fields")
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(stem + ".png", dpi=110)
+    plt.close(fig)
+    if data["curve"]:
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        for m in ("spectral", "learned"):
+            ks = sorted({c["k"] for c in data["curve"]})
+            ax.plot(ks, [np.mean([c["iterations"] for c in data["curve"] if c["k"] == k and
+                                  c["method"].startswith(m)]) for k in ks], "o-", label=m)
+        ax.set_xlabel("vectors per subdomain k")
+        ax.set_ylabel("CG iterations")
+        ax.set_title("channels 255², N = 64")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(stem + "_vectors.png", dpi=110)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,418 @@
+r"""Learned local coarse vectors: one small network, shared by all subdomains, that starts the
+spectral coarse space's eigensolve where it nearly ends.
+
+Per overlapping subdomain :math:`i` the spectral coarse space (:mod:`ddlearn.classical.spectral`)
+wants the :math:`k` smallest eigenpairs of :math:`A_i^N v = \lambda D_iA_i^ND_i v`. Here a network
+:math:`f_\theta` maps the subdomain's *local matrix* (nothing else: a PC always has it) to
+:math:`m` start vectors, and one cheap, convergent refinement finishes the job:
+
+.. math::
+
+    X_i = f_\theta(A_i^N, D_i) \in \mathbb R^{n_i\times m},\qquad
+    \mathcal K_s = \mathrm{span}\{X_i,\ TX_i,\ \dots,\ T^sX_i\},\quad T = M_i^{-1}B_i,
+
+    V_i = \text{the } k \text{ Ritz vectors of } (A_i^N, B_i) \text{ on } \mathcal K_s
+    \text{ with the smallest Ritz values},
+
+with :math:`B_i = D_iA_i^ND_i`, :math:`M_i = A_i^N+\varepsilon\,\mathrm{diag}A_i^N` (one sparse
+Cholesky/LU per subdomain, the same pencil as the spectral space). The coarse vectors are
+:math:`R_i^TD_iV_i` and the coarse operator is Galerkin, so the preconditioner is SPD for every
+:math:`\theta` and every input; the network only decides how good the subspace is.
+
+*Why a start and not the vectors*: coarse vectors have to be accurate in the energy of
+:math:`A` (a contrast of :math:`10^6` amplifies any error in a channel); 10 % white noise on the
+exact eigenvectors takes CG on a 255² channels field from 26 back to 68 iterations (the hats'
+count). One block Krylov step on a good start removes that.
+
+*Inputs* (:func:`local_features`): per unknown :math:`D_i`, the relative diagonal
+:math:`\log_{10}(a_{kk}/\mathrm{median})`, the Dirichlet anchor
+:math:`(a_{kk}-\sum_{j\ne k}|a_{kj}|)/a_{kk}`, and seeded random channels (a graph network
+cannot tell the x from the y direction of a square without them); each diffused by powers
+:math:`\hat A^t` of the normalised coupling graph :math:`\hat A = W^{-1/2}|A^N_{\rm off}|W^{-1/2}`,
+:math:`t\in\{1,2,4,8,16,32\}`, which carries the channels' shape (strong couplings) across the
+subdomain. Then message-passing layers on :math:`\hat A` with a subdomain mean (global
+context), and a linear read-out to :math:`m` vectors. Nothing depends on the grid, the ordering
+or :math:`N`: the model serves any subdomain of about the local resolution it was trained on.
+
+*Training* (:mod:`.local_training`): label-free, on the Ritz values after the refinement,
+
+.. math:: L(\theta) = \frac{1}{|\mathcal P|}\sum_{i\in\mathcal P}\sum_{j\le k}
+          \frac{\tilde\lambda_{i,j}(\theta) - \lambda_{i,j}}{\lambda_{i,k+1}} \;\ge 0,
+
+(:math:`\tilde\lambda`: Ritz values, :math:`\lambda`: exact), which measures the eigenvalue
+error in units of the gap CG sees, :math:`\sqrt{1/\lambda_{k+1}}`; a missed channel mode
+(:math:`\lambda\approx10^{-7}`) costs a whole unit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+from mpi4py import MPI
+from petsc4py import PETSc
+from torch import nn
+
+from ..classical.reference import neumann_matrix
+from ..classical.spectral import local_columns, neumann_matrices, regularised_pencil
+from ..decomposition.collective import collective_check
+from .checkpoint import atomic_write
+
+__all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
+           "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
+           "input_statistics", "check_inputs", "learned_entries", "is_model_file", "PRETRAINED",
+           "serial_basis", "update_record"]
+
+KIND = "learned-local-coarse"
+FORMAT_VERSION = 1
+#: the model shipped with ddlearn (``python -m ddlearn.learned.local_training`` remakes it)
+PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained",
+                          "local_coarse.pt")
+DIFFUSION_STEPS = (1, 2, 4, 8, 16, 32)
+RANDOM_CHANNELS = 4
+
+
+def _coupling_graph(AN: sp.csr_matrix) -> sp.csr_matrix:
+    r""":math:`\hat A = W^{-1/2}|A^N_{\rm off}|W^{-1/2}`, :math:`W` its row sums: spectral
+    radius 1, strong couplings (channels) dominate the diffusion."""
+    off = abs(AN - sp.diags(AN.diagonal())).tocsr()
+    w = np.asarray(off.sum(axis=1)).ravel()
+    s = 1.0 / np.sqrt(np.where(w > 0, w, 1.0))
+    return (sp.diags(s) @ off @ sp.diags(s)).tocsr(), w
+
+
+class PatchBatch:
+    """Subdomains as the learned coarse space sees them, batched: the block-diagonal local
+    Neumann matrix, the weights, the network's input (:func:`local_features`), the pencil
+    ``(B, M)`` with ``M`` factored once for all blocks.
+
+    Raises
+    ------
+    ValueError
+        Naming the first subdomain whose matrix has non-finite entries or a non-positive
+        diagonal (a NaN or negative coefficient: not an SPD diffusion-type matrix).
+    """
+
+    def __init__(self, ANs, Ds, names=None, seed: int = 0):
+        self.sizes = [a.shape[0] for a in ANs]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        names = list(range(len(ANs))) if names is None else list(names)
+        for name, a in zip(names, ANs):
+            if not (np.all(np.isfinite(a.data)) and np.all(a.diagonal() > 0)):
+                raise ValueError(f"subdomain {name}: the local matrix has non-finite entries or "
+                                 f"a non-positive diagonal; the learned coarse space needs an "
+                                 f"SPD matrix with a positive diagonal (check the coefficient "
+                                 f"for NaN or negative values)")
+        self.AN = sp.block_diag(ANs, format="csr") if ANs else sp.csr_matrix((0, 0))
+        self.D = np.concatenate(Ds) if Ds else np.zeros(0)
+        self.features, self.graph = local_features(self, seed)
+        self.B, M = regularised_pencil(self.AN, self.D)
+        self.lu = spla.splu(sp.csc_matrix(M)) if len(self.D) else None
+        self.M = M
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def split(self, X):
+        """Per-subdomain row blocks of a stacked array or tensor."""
+        return [X[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
+
+
+def local_features(batch: PatchBatch, seed: int = 0):
+    """``(features, graph)`` of every unknown of ``batch``, from the local Neumann matrices and
+    the weights only (see the module docstring); a subdomain's features do not depend on the
+    other subdomains of the batch."""
+    AN = batch.AN
+    diag = AN.diagonal()
+    G, off = _coupling_graph(AN)
+    median = np.concatenate([np.full(n, np.median(d)) for n, d in
+                             zip(batch.sizes, batch.split(diag))]) if len(batch) else diag
+    base = [batch.D, np.log10(diag / median) / 8.0, (diag - off) / diag]
+    noise = [np.random.default_rng([seed, n]).standard_normal((n, RANDOM_CHANNELS))
+             for n in batch.sizes]
+    X = np.concatenate([np.stack(base, axis=1),
+                        np.concatenate(noise) if noise else np.zeros((0, RANDOM_CHANNELS))],
+                       axis=1)
+    out, Y, t = [X], X, 0
+    for step in DIFFUSION_STEPS:
+        while t < step:
+            Y, t = G @ Y, t + 1
+        out.append(Y)
+    return np.concatenate(out, axis=1), G
+
+
+class _SparseGraph(torch.autograd.Function):
+    """Product with a fixed symmetric sparse matrix (backward: the same product)."""
+
+    @staticmethod
+    def forward(ctx, X, G):
+        ctx.G = G
+        return torch.from_numpy(np.asarray(G @ X.detach().numpy()))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.from_numpy(np.asarray(ctx.G @ grad.numpy())), None
+
+
+class _Solve(torch.autograd.Function):
+    r""":math:`M^{-1}Y` with a factored symmetric :math:`M` (backward: :math:`M^{-1}` again)."""
+
+    @staticmethod
+    def forward(ctx, Y, lu):
+        ctx.lu = lu
+        return torch.from_numpy(lu.solve(Y.detach().numpy()))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.from_numpy(ctx.lu.solve(grad.numpy().copy())), None
+
+
+class LocalCoarseNet(nn.Module):
+    r"""The shared local model :math:`f_\theta`: per-unknown lift of the diffused features,
+    ``layers`` residual message-passing layers
+    :math:`H \leftarrow H + \tanh(HW_s + \hat AHW_n + \bar H W_g)` (:math:`\bar H`: the
+    subdomain mean) and a linear read-out to ``vectors`` start vectors."""
+
+    kind = KIND
+
+    def __init__(self, vectors: int = 8, hidden: int = 24, layers: int = 4, seed: int = 0):
+        super().__init__()
+        self.config = {"kind": KIND, "vectors": int(vectors), "hidden": int(hidden),
+                       "layers": int(layers), "seed": int(seed)}
+        torch.manual_seed(seed)
+        width = (3 + RANDOM_CHANNELS) * (1 + len(DIFFUSION_STEPS))
+        self.lift = nn.Linear(width, hidden, dtype=torch.float64)
+        self.self_ = nn.ModuleList(nn.Linear(hidden, hidden, dtype=torch.float64)
+                                   for _ in range(layers))
+        self.neighbour = nn.ModuleList(nn.Linear(hidden, hidden, bias=False, dtype=torch.float64)
+                                       for _ in range(layers))
+        self.mean = nn.ModuleList(nn.Linear(hidden, hidden, bias=False, dtype=torch.float64)
+                                  for _ in range(layers))
+        self.readout = nn.Linear(hidden, vectors, dtype=torch.float64)
+
+    def forward(self, batch: PatchBatch) -> torch.Tensor:
+        """The start vectors of every subdomain of ``batch``, stacked
+        (:meth:`PatchBatch.split` separates them)."""
+        segment = torch.from_numpy(np.repeat(np.arange(len(batch)), batch.sizes))
+        counts = torch.tensor(batch.sizes, dtype=torch.float64)[:, None]
+        H = torch.tanh(self.lift(torch.from_numpy(batch.features)))
+        for s, nb, mean in zip(self.self_, self.neighbour, self.mean):
+            pooled = torch.zeros(len(batch), H.shape[1], dtype=H.dtype).index_add_(0, segment, H)
+            H = H + torch.tanh(s(H) + nb(_SparseGraph.apply(H, batch.graph))
+                               + mean(pooled / counts)[segment])
+        return self.readout(H)
+
+
+def _krylov(batch: PatchBatch, X: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    r"""Per subdomain an orthonormal basis of :math:`\mathcal K_s = \mathrm{span}\{X, TX,
+    \dots, T^sX\}`, :math:`T = M^{-1}B` applied to all subdomains at once (differentiable in
+    :math:`X`)."""
+    bases = [[torch.linalg.qr(x)[0]] for x in batch.split(X)]
+    for _ in range(steps):
+        current = torch.cat([b[-1] for b in bases])
+        Y = _Solve.apply(_SparseGraph.apply(current, batch.B), batch.lu)
+        for basis, y in zip(bases, batch.split(Y)):
+            Q = torch.cat(basis, dim=1)
+            y = y - Q @ (Q.T @ y)
+            y = y - Q @ (Q.T @ y)  # twice is enough (Kahan)
+            basis.append(torch.linalg.qr(y)[0])
+    return [torch.cat(b, dim=1) for b in bases]
+
+
+def _ritz(batch: PatchBatch, S: list[torch.Tensor]):
+    r"""Per subdomain the Ritz values (ascending) and coefficient vectors of
+    :math:`A^Nv=\lambda Bv` on :math:`\mathrm{span}\,S_i`, solved as
+    :math:`G_My = \nu(G_M+G_B)y`, :math:`\lambda = \nu/(1-\nu)`: :math:`G_M+G_B` stays
+    positive definite when either Gram matrix is singular (floating subdomains)."""
+    width = max(s.shape[1] for s in S)
+    padded = torch.cat([torch.nn.functional.pad(s, (0, width - s.shape[1])) for s in S])
+    MS, BS = (batch.split(_SparseGraph.apply(padded, A)) for A in (batch.M, batch.B))
+    out = []
+    for s, ms, bs in zip(S, MS, BS):
+        r = s.shape[1]
+        GM, GB = s.T @ ms[:, :r], s.T @ bs[:, :r]
+        GM, GB = (GM + GM.T) / 2, (GB + GB.T) / 2
+        L = torch.linalg.cholesky(GM + GB)
+        C = torch.linalg.solve_triangular(
+            L, torch.linalg.solve_triangular(L, GM, upper=False).T, upper=False)
+        nu, Y = torch.linalg.eigh((C + C.T) / 2)
+        nu = nu.clamp(max=1 - 1e-15)
+        out.append((nu / (1 - nu), s @ torch.linalg.solve_triangular(L.T, Y, upper=True)))
+    return out
+
+
+def refine(batch: PatchBatch, X, steps: int, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per subdomain ``(lambda, V)``: the ``k`` smallest Ritz pairs on the block Krylov space
+    of its start vectors (rows of the stacked ``X``); see the module docstring."""
+    with torch.no_grad():
+        X = torch.as_tensor(X, dtype=torch.float64)
+        return [(lam[:k].numpy(), V[:, :k].numpy())
+                for lam, V in _ritz(batch, _krylov(batch, X, steps))]
+
+
+def ritz_loss(batch: PatchBatch, X: torch.Tensor, exact: list[np.ndarray], steps: int, k: int):
+    r""":math:`\frac1{|P|}\sum_i\sum_{j\le k}(\tilde\lambda_{ij}-\lambda_{ij})/\lambda_{i,k+1}`
+    (module docstring); ``exact[i]`` holds the ``k + 1`` smallest exact eigenvalues of
+    subdomain ``i``."""
+    total = 0.0
+    for (ritz, _), lam in zip(_ritz(batch, _krylov(batch, X, steps)), exact):
+        total = total + (ritz[:k] - torch.from_numpy(np.asarray(lam[:k]))).sum() / float(lam[k])
+    return total / len(batch)
+
+
+def start_vectors(model: LocalCoarseNet, batch: PatchBatch) -> torch.Tensor:
+    """The network's stacked start vectors, without gradients."""
+    with torch.no_grad():
+        return model(batch)
+
+
+def input_statistics(batch: PatchBatch) -> dict:
+    r"""What the set-up compares with the training data: subdomain sizes and the local contrast
+    :math:`\log_{10}(\max a_{kk}/\min a_{kk})`."""
+    contrast = [float(np.log10(d.max() / d.min())) for d in batch.split(batch.AN.diagonal())]
+    return {"size_min": min(batch.sizes, default=0), "size_max": max(batch.sizes, default=0),
+            "log10_contrast_max": max(contrast, default=0.0)}
+
+
+# -- files ---------------------------------------------------------------------------------
+def model_hash(path: str) -> str:
+    """SHA-256 of a model file."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def save_model(path: str, model: LocalCoarseNet, meta: dict, **extra) -> None:
+    """Write the model (config, parameters, training metadata) atomically to ``path`` and its
+    SHA-256 with the metadata to ``path + '.json'``."""
+    payload = {"format": KIND, "version": FORMAT_VERSION, "config": model.config,
+               "state": model.state_dict(), "meta": meta, **extra}
+    atomic_write(path, lambda f: torch.save(payload, f))
+    record = {"sha256": model_hash(path), "config": model.config, **meta}
+    atomic_write(path + ".json", lambda f: f.write(json.dumps(record, indent=1).encode()))
+
+
+def update_record(path: str, **entries) -> None:
+    """Add ``entries`` to the model's record ``path + '.json'`` (atomically; the model file and
+    its hash are unchanged)."""
+    with open(path + ".json") as f:
+        record = json.load(f)
+    record.update(entries)
+    atomic_write(path + ".json", lambda f: f.write(json.dumps(record, indent=1).encode()))
+
+
+def is_model_file(path: str) -> bool:
+    """Whether ``path`` holds a learned local coarse-space model (and not, e.g., an in-situ
+    learned basis checkpoint)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True).get("format") == KIND
+    except Exception:
+        return False
+
+
+def load_model(path: str, verify: bool = True):
+    """``(model, meta, extra)`` from ``path``.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        For a missing or foreign file, or (``verify``) one whose SHA-256 differs from the
+        one recorded beside it in ``path + '.json'``.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no learned coarse-space model at {path}")
+    if verify and os.path.exists(path + ".json"):
+        with open(path + ".json") as f:
+            recorded = json.load(f).get("sha256")
+        if recorded != model_hash(path):
+            raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
+                             f"file was modified or truncated; restore it or retrain it")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{path} is not a readable learned coarse-space model ({e})") from e
+    if not isinstance(payload, dict) or payload.get("format") != KIND:
+        raise ValueError(f"{path} is not a learned coarse-space model (kind {KIND})")
+    if payload.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{path} has format version {payload.get('version')}; this ddlearn "
+                         f"reads version {FORMAT_VERSION}")
+    config = dict(payload["config"])
+    config.pop("kind")
+    model = LocalCoarseNet(**config)
+    model.load_state_dict(payload["state"])
+    extra = {k: v for k, v in payload.items()
+             if k not in ("format", "version", "config", "state", "meta")}
+    return model, payload["meta"], extra
+
+
+def serial_basis(A: sp.spmatrix, subdomains, weights, model: LocalCoarseNet, k: int,
+                 steps: int) -> sp.csr_matrix:
+    r"""Serial construction of the learned coarse vectors :math:`[R_i^TD_iV_i]_i` of a scipy
+    matrix on the overlapping sets ``subdomains`` with weights ``weights`` (the reference the
+    distributed PC is tested against; the shipped model's recorded check)."""
+    batch = PatchBatch([neumann_matrix(A, I) for I in subdomains], list(weights))
+    rows, cols, vals, offset = [], [], [], 0
+    for I, D, (_, V) in zip(subdomains, weights, refine(batch, start_vectors(model, batch),
+                                                         steps, k)):
+        rows.append(np.repeat(I, V.shape[1]))
+        cols.append(np.tile(np.arange(offset, offset + V.shape[1]), len(I)))
+        vals.append((D[:, None] * V).ravel())
+        offset += V.shape[1]
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(A.shape[0], offset))
+
+
+# -- the coarse space on a distributed matrix ----------------------------------------------
+def check_inputs(comm, model_meta: dict, stats: dict, overlap: int) -> list[str]:
+    """Refuse (on every rank) subdomains of another overlap or a local resolution more than
+    2x away from the training data's; return warnings for inputs outside the trained contrast
+    range (the preconditioner stays SPD and converges, only less well)."""
+    trained = model_meta["train_config"]
+    span = model_meta.get("input_statistics", {})
+    mpi = comm.tompi4py()
+    lo = mpi.allreduce(stats["size_min"] or np.iinfo(np.int64).max, op=MPI.MIN)
+    hi = mpi.allreduce(stats["size_max"], op=MPI.MAX)
+    collective_check(comm, overlap == trained["overlap"],
+                     f"the learned coarse-space model was trained with overlap "
+                     f"{trained['overlap']}, not {overlap}: use -ddlearn_overlap "
+                     f"{trained['overlap']} or train a model for this overlap")
+    size_lo, size_hi = span.get("size_min", lo), span.get("size_max", hi)
+    collective_check(comm, lo >= size_lo / 2 and hi <= 2 * size_hi,
+                     f"subdomains of {lo}..{hi} unknowns, but the learned coarse-space model was "
+                     f"trained on {size_lo}..{size_hi}: choose -ddlearn_subdomains so that the "
+                     f"local resolution matches, or train a model for it")
+    contrast = mpi.allreduce(stats["log10_contrast_max"], op=MPI.MAX)
+    trained_contrast = span.get("log10_contrast_max", np.inf)
+    if contrast > trained_contrast + 1:
+        return [f"local contrast 1e{contrast:.1f} is beyond the trained 1e{trained_contrast:.1f}: "
+                f"the learned coarse space stays SPD but may need more iterations"]
+    return []
+
+
+def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, k: int, steps: int,
+                    first_column: int = 0):
+    r"""This rank's entries of the learned coarse vectors :math:`R_i^TD_iV_i` (as
+    :func:`ddlearn.classical.spectral.spectral_entries`), the number of columns, this rank's
+    input statistics and the timing split ``{factor_s, forward_s, refine_s}`` (collective)."""
+    comm = A.getComm()
+    clock = time.perf_counter()
+    ANs = neumann_matrices(A, subdomains)
+    try:
+        batch, error = PatchBatch(ANs, subdomains.weights, subdomains.ids), None
+    except (ValueError, RuntimeError) as e:  # RuntimeError: splu of a singular matrix
+        batch, error = None, str(e)
+    collective_check(comm, error is None, f"the learned coarse space cannot be built: {error}")
+    factor_s = time.perf_counter() - clock
+    X = start_vectors(model, batch)
+    forward_s = time.perf_counter() - clock - factor_s
+    found = {int(i): (I, D, V) for i, I, D, (_, V) in
+             zip(subdomains.ids, subdomains.overlapping, subdomains.weights,
+                 refine(batch, X, steps, k))} if len(batch) else {}
+    refine_s = time.perf_counter() - clock - factor_s - forward_s
+    rows, cols, vals, n = local_columns(comm, subdomains.N, found, first_column)
+    timing = {"factor_s": factor_s, "forward_s": forward_s, "refine_s": refine_s}
+    return rows, cols, vals, n, input_statistics(batch), timing

@@ -1,0 +1,212 @@
+"""The learned local coarse space (ddlearn.learned.local_coarse): its refinement, its loss, its
+training (resumable, deterministic), the shipped model, SPD for any weights and field, parity
+between the distributed PC and a serial construction on 1-4 ranks, and bad input refused on
+every rank."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+from mpi4py import MPI
+
+import petsc_client
+from conftest import apply_gathered, pc_from_options, raised_everywhere
+from ddlearn.classical import reference
+from ddlearn.classical.spectral import SpectralSettings, local_eigenvectors
+from ddlearn.decomposition import Decomposition
+from ddlearn.decomposition.problems import make_problem
+from ddlearn.learned.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
+                                          refine, ritz_loss, save_model, serial_basis)
+from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations,
+                                            train_local_coarse)
+from ddlearn.pc import set_coordinates, two_level
+
+COMM = MPI.COMM_WORLD
+PC = "TwoLevelSchwarzPC"
+
+
+def _patches(n=31, N=4, family="channels", contrast=1e6, seed=3):
+    A = make_problem(f"random_{family}", n, contrast=contrast, seed=seed).matrix()
+    dec = Decomposition((n, n), N, 1)
+    ANs = [reference.neumann_matrix(A, I) for I in dec.subdomains]
+    return ANs, [dec.D(i) for i in range(N)]
+
+
+def _model_file(tmp_path_factory, name="random.pt", seed=5, sizes=(50, 200), **train_config):
+    """A model with random weights and the metadata the PC checks, written on rank 0."""
+    path = COMM.bcast(str(tmp_path_factory.mktemp("lc") / name) if COMM.rank == 0 else None)
+    if COMM.rank == 0:
+        cfg = {**LocalTrainConfig().__dict__, "families": ["channels"], **train_config}
+        save_model(path, LocalCoarseNet(vectors=4, hidden=8, layers=2, seed=seed),
+                   {"train_config": cfg, "input_statistics": {"size_min": sizes[0], "size_max": sizes[1],
+                                                              "log10_contrast_max": 8.0}})
+    COMM.Barrier()
+    return path
+
+
+def test_exact_start_gives_zero_loss_and_the_eigenpairs():
+    ANs, Ds = _patches()
+    exact = [local_eigenvectors(a, d, SpectralSettings(5, eigensolver="scipy")) for a, d in
+             zip(ANs, Ds)]
+    batch = PatchBatch(ANs, Ds)
+    X = torch.from_numpy(np.concatenate([V[:, :4] for _, V in exact]))
+    loss = ritz_loss(batch, X, [lam for lam, _ in exact], steps=0, k=4)
+    assert abs(float(loss)) < 1e-8
+    for (lam, _), (ritz, _) in zip(exact, refine(batch, X.numpy(), steps=1, k=4)):
+        assert np.allclose(ritz, lam[:4], rtol=1e-8, atol=1e-12)
+    # a random start is worse, and the refinement steps bring it closer
+    X = torch.from_numpy(np.random.default_rng(0).standard_normal(X.shape))
+    losses = [float(ritz_loss(batch, X, [lam for lam, _ in exact], s, 4)) for s in (0, 1, 2)]
+    assert losses[0] > losses[1] > losses[2] > 0
+
+
+def test_features_do_not_depend_on_the_batch():
+    ANs, Ds = _patches()
+    alone = PatchBatch(ANs[1:2], Ds[1:2])
+    together = PatchBatch(ANs, Ds)
+    assert np.array_equal(alone.features, together.split(together.features)[1])
+
+
+def test_training_resumes_exactly(tmp_path):
+    cfg = LocalTrainConfig(families=("channels",), fields_per_family=2, validation_per_family=1,
+                           n=31, N=4, k=3, vectors=3, hidden=6, layers=1, iterations=6,
+                           eval_every=2, lr=1e-2)
+    straight = train_local_coarse(cfg, str(tmp_path / "a.pt"), COMM.Clone(), progress=False)
+    # a run interrupted after 4 steps, then resumed from its checkpoint
+    part = train_local_coarse(cfg, str(tmp_path / "c.pt"), COMM.Clone(), progress=False, until=4)
+    assert part["step"] == 4 and not os.path.exists(tmp_path / "c.pt")
+    resumed = train_local_coarse(cfg, str(tmp_path / "c.pt"), COMM.Clone(), progress=False)
+
+    def curve(h):
+        return [(e["step"], e["train_loss"], e["validation"]) for e in h["history"]]
+
+    assert curve(resumed) == curve(straight)
+    # a checkpoint of another configuration is not resumed
+    other = LocalTrainConfig(**{**cfg.__dict__, "lr": 3e-3})
+    train_local_coarse(other, str(tmp_path / "c.pt"), COMM.Clone(), progress=False, until=2)
+    fresh = train_local_coarse(cfg, str(tmp_path / "c.pt"), COMM.Clone(), progress=False)
+    assert curve(fresh) == curve(straight)
+    a, _, _ = load_model(str(tmp_path / "a.pt"))
+    c, _, _ = load_model(str(tmp_path / "c.pt"))
+    for p, q in zip(a.parameters(), c.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_spd_for_random_weights_and_fields(tmp_path_factory):
+    path = _model_file(tmp_path_factory, seed=11)
+    for family, seed in (("channels", 1), ("inclusions", 2), ("lognormal", 3)):
+        prob = make_problem(f"random_{family}", 31, contrast=1e6, seed=seed)
+        A = prob.matrix()
+        T = two_level(A, "learned", subdomains=4, model=path, learned_nev=4)
+        Minv = T.aspreconditioner() @ np.eye(A.shape[0])
+        assert np.abs(Minv - Minv.T).max() <= 1e-10 * np.abs(Minv).max()
+        assert np.linalg.eigvalsh((Minv + Minv.T) / 2).min() > 0
+        T.destroy()
+
+
+def test_shipped_model_reproduces_its_recorded_iterations():
+    """The shipped model file matches its hash (load_model verifies it) and gives, with
+    today's code, exactly the CG iterations recorded when it was trained."""
+    with open(PRETRAINED + ".json") as f:
+        record = json.load(f)
+    load_model(PRETRAINED)
+    assert record["command"].startswith("mpiexec -n ") and len(record["check"]) == 3
+    assert check_iterations(PRETRAINED) == record["check"]
+
+
+def test_outside_the_trained_contrast_still_converges_with_a_warning():
+    prob = make_problem("random_channels", 127, contrast=1e11, seed=7)
+    A = prob.matrix()
+    T = two_level(A, "learned", subdomains=16)
+    assert any("beyond the trained" in w for w in T.context.meta["learned"]["warnings"])
+    b = np.ones(A.shape[0])
+    x, info = spla.cg(A, b, M=T.aspreconditioner(), rtol=1e-8, maxiter=2000)
+    assert info == 0 and np.linalg.norm(b - A @ x) <= 1e-7 * np.linalg.norm(b)
+    T.destroy()
+
+
+# -- distributed ----------------------------------------------------------------------------
+def _client(n, contrast):
+    A = petsc_client.assemble(n, contrast)
+    set_coordinates(A, petsc_client.coordinates(A, n))
+    return A
+
+
+def _scipy(A):
+    parts = COMM.allgather(A.getValuesCSR())
+    return sp.vstack([sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1]))
+                      for i, j, v in parts]).tocsr()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("hats", [False, True])
+def test_distributed_equals_serial_construction(tmp_path_factory, hats):
+    n, N, k = 31, 4, 4
+    path = _model_file(tmp_path_factory, seed=2)
+    A = _client(n, 1e6)
+    pc = pc_from_options(A, f"lc_par_{int(hats)}_", pc=PC, subdomains=N, coarse_space="learned",
+                         model=path, learned_nev=k, learned_steps=1,
+                         **({"learned_with_hats": ""} if hats else {}))
+    ctx = pc.getPythonContext()
+    s = ctx.subdomains
+    sets = sum(COMM.allgather([(int(i), I, D) for i, I, D in zip(s.ids, s.overlapping,
+                                                                 s.weights)]), [])
+    sets.sort(key=lambda t: t[0])
+    As = _scipy(A)
+    # serial: all subdomains in one batch on one process, natural numbering
+    model, _, _ = load_model(path)
+    Phi = serial_basis(As, [t[1] for t in sets], [t[2] for t in sets], model, k, 1).toarray()
+    if hats:
+        Phi = np.hstack([_scipy(ctx.Phi).toarray()[:, :ctx.subdomains.n0], Phi])
+    assert ctx.Phi.getSize() == Phi.shape
+    dec = type("dec", (), {"subdomains": [t[1] for t in sets], "owned": [t[1] for t in sets]})()
+    ref = reference.two_level(As, dec, sp.csr_matrix(Phi))
+    x = np.random.default_rng(4).standard_normal(n * n)
+    y, y_ref = apply_gathered(pc, A, x), ref @ x
+    assert np.abs(y - y_ref).max() <= 1e-12 * np.abs(y_ref).max()
+    pc.destroy(), A.destroy()
+
+
+@pytest.mark.mpi
+def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
+    path = _model_file(tmp_path_factory, seed=1)
+    A = _client(31, 1e6)
+    coarser = _model_file(tmp_path_factory, "coarser.pt", sizes=(2000, 2400))
+    cases = [
+        (dict(overlap=2), "trained with overlap 1"),
+        (dict(model=coarser), "local resolution"),
+        (dict(learned_nev=40), "exceeds"),
+    ]
+    for j, (extra, expected) in enumerate(cases):
+        opts = {"subdomains": 4, "coarse_space": "learned", "model": path, **extra}
+        msgs = raised_everywhere(lambda: pc_from_options(A, f"lc_bad{j}_", pc=PC,
+                                                         **opts).destroy(), exc=Exception)
+        assert all(m is not None and expected in m for m in msgs), (extra, msgs)
+    # a modified model file
+    bad = COMM.bcast(path + ".bad.pt" if COMM.rank == 0 else None)
+    if COMM.rank == 0:
+        shutil.copy(path, bad)
+        shutil.copy(path + ".json", bad + ".json")
+        with open(bad, "ab") as f:
+            f.write(b"\0")
+    COMM.Barrier()
+    msgs = raised_everywhere(lambda: pc_from_options(A, "lc_hash_", pc=PC, subdomains=4,
+                                                     coarse_space="learned", model=bad).destroy(),
+                             exc=Exception)
+    assert all(m is not None and "SHA-256" in m for m in msgs), msgs
+    A.destroy()
+    # a NaN coefficient in the matrix
+    A = _client(31, 1e6)
+    lo, _ = A.getOwnershipRange()
+    if COMM.rank == COMM.size - 1:
+        A.setValue(lo, lo, np.nan)
+    A.assemble()
+    msgs = raised_everywhere(lambda: pc_from_options(A, "lc_nan_", pc=PC, subdomains=4,
+                                                     coarse_space="learned", model=path).destroy(),
+                             exc=Exception)
+    assert all(m is not None and "non-finite" in m for m in msgs), msgs
+    A.destroy()
