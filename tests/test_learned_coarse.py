@@ -18,7 +18,7 @@ from conftest import apply_gathered, pc_from_options, raised_everywhere
 from ddlearn.classical import reference
 from ddlearn.classical.spectral import SpectralSettings, local_eigenvectors
 from ddlearn.decomposition import Decomposition
-from ddlearn.decomposition.problems import make_problem
+from ddlearn.decomposition.problems import Diffusion2D, make_problem
 from ddlearn.learned.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
                                           refine, ritz_loss, save_model, serial_basis)
 from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations,
@@ -118,15 +118,21 @@ def test_shipped_model_reproduces_its_recorded_iterations():
     assert check_iterations(PRETRAINED) == record["check"]
 
 
-def test_outside_the_trained_contrast_still_converges_with_a_warning():
-    prob = make_problem("random_channels", 127, contrast=1e11, seed=7)
-    A = prob.matrix()
-    T = two_level(A, "learned", subdomains=16)
-    assert any("beyond the trained" in w for w in T.context.meta["learned"]["warnings"])
-    b = np.ones(A.shape[0])
-    x, info = spla.cg(A, b, M=T.aspreconditioner(), rtol=1e-8, maxiter=2000)
-    assert info == 0 and np.linalg.norm(b - A @ x) <= 1e-7 * np.linalg.norm(b)
-    T.destroy()
+def test_outside_the_trained_families_still_converges():
+    """A contrast beyond the training data (warned about) and a family never trained on (a
+    checkerboard): SPD, so CG converges; the warning names the contrast."""
+    checker = Diffusion2D(127, lambda x, y: np.where((np.floor(8 * x) + np.floor(8 * y)) % 2,
+                                                     1e4, 1.0))
+    for prob, warned in ((make_problem("random_channels", 127, contrast=1e11, seed=7), True),
+                         (checker, False)):
+        A = prob.matrix()
+        T = two_level(A, "learned", subdomains=16, coordinates=prob.coordinates())
+        warnings = T.context.meta["learned"]["warnings"]
+        assert any("beyond the trained" in w for w in warnings) == warned, warnings
+        b = np.ones(A.shape[0])
+        x, info = spla.cg(A, b, M=T.aspreconditioner(), rtol=1e-8, maxiter=2000)
+        assert info == 0 and np.linalg.norm(b - A @ x) <= 1e-7 * np.linalg.norm(b)
+        T.destroy()
 
 
 # -- distributed ----------------------------------------------------------------------------

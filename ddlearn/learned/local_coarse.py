@@ -77,9 +77,10 @@ DIFFUSION_STEPS = (1, 2, 4, 8, 16, 32)
 RANDOM_CHANNELS = 4
 
 
-def _coupling_graph(AN: sp.csr_matrix) -> sp.csr_matrix:
-    r""":math:`\hat A = W^{-1/2}|A^N_{\rm off}|W^{-1/2}`, :math:`W` its row sums: spectral
-    radius 1, strong couplings (channels) dominate the diffusion."""
+def _coupling_graph(AN: sp.csr_matrix):
+    r"""``(Â, w)``: :math:`\hat A = W^{-1/2}|A^N_{\rm off}|W^{-1/2}` with :math:`W =
+    \mathrm{diag}(w)` the row sums of :math:`|A^N_{\rm off}|`: spectral radius 1, strong
+    couplings (channels) dominate the diffusion."""
     off = abs(AN - sp.diags(AN.diagonal())).tocsr()
     w = np.asarray(off.sum(axis=1)).ravel()
     s = 1.0 / np.sqrt(np.where(w > 0, w, 1.0))
@@ -111,9 +112,8 @@ class PatchBatch:
         self.AN = sp.block_diag(ANs, format="csr") if ANs else sp.csr_matrix((0, 0))
         self.D = np.concatenate(Ds) if Ds else np.zeros(0)
         self.features, self.graph = local_features(self, seed)
-        self.B, M = regularised_pencil(self.AN, self.D)
-        self.lu = spla.splu(sp.csc_matrix(M)) if len(self.D) else None
-        self.M = M
+        self.B, self.M = regularised_pencil(self.AN, self.D)
+        self.lu = spla.splu(sp.csc_matrix(self.M)) if len(self.D) else None
 
     def __len__(self) -> int:
         return len(self.sizes)
