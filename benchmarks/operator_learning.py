@@ -111,6 +111,7 @@ def label(rec) -> str:
 def summarise(rec) -> dict:
     """Per threshold: steps and seconds (mean, min, max over seeds); the best test error."""
     out = {"family": rec["family"], "model": label(rec), "n": rec["n"], "params": rec["params"],
+           "random_init": rec.get("init_kind") == "random",
            "lr": rec["lr"], "seeds": len(rec["ladders"]), "steps_factor": rec["steps_factor"],
            "max_budget_run": max(r["budget"] for lad in rec["ladders"] for r in lad["runs"]),
            "best_test_error": spread([min(r["test_error"] for r in lad["runs"])
@@ -124,9 +125,10 @@ def summarise(rec) -> dict:
 
 
 def best_of(rows, family, n, tau):
-    """The model of ``family`` at ``n`` with the fewest parameters that reaches ``tau`` in
-    every seed, or ``None``."""
-    ok = [r for r in rows if r["family"] == family and r["n"] == n and r[f"steps_to_{tau:g}"]]
+    """The data-aware-initialised model of ``family`` at ``n`` with the fewest parameters that
+    reaches ``tau`` in every seed, or ``None``."""
+    ok = [r for r in rows if r["family"] == family and r["n"] == n and r[f"steps_to_{tau:g}"]
+          and not r["random_init"]]
     return min(ok, key=lambda r: (r["params"], r[f"steps_to_{tau:g}"][0]), default=None)
 
 
@@ -165,7 +167,7 @@ def targets(rows) -> dict:
     out = {}
     for n in sorted({r["n"] for r in rows}):
         fam = {f: [r for r in rows if r["n"] == n and r["family"] == f and r["best_test_error"]
-                   and not r["model"].endswith("[random init]")] for f in ("schwarz", "global")}
+                   and not r["random_init"]] for f in ("schwarz", "global")}
         if not (fam["schwarz"] and fam["global"]):
             continue
         g = min(fam["global"], key=lambda r: r["best_test_error"][0])
