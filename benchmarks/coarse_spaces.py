@@ -115,7 +115,7 @@ def run(A, b, N, config: dict | None):
            "n0": ctx.Phi.getSize()[1] if ctx is not None and ctx.Phi is not None else 0,
            "spectral": ctx.meta.get("spectral") if ctx else None,
            "learned": ctx.meta.get("learned") if ctx else None}
-    ksp.destroy(), x.destroy()
+    ksp.destroy(), pc.destroy(), x.destroy()
     return out
 
 
