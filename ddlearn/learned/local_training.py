@@ -233,12 +233,18 @@ def main(argv: list[str] | None = None) -> dict:
     for name in ("contrast_max", "lr", "lr_final"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name))
     ap.add_argument("--restart", action="store_true", help="ignore a checkpoint of this run")
+    ap.add_argument("--until", type=int, help="stop after this step; rerun to resume")
     ap.add_argument("--no-progress", action="store_true")
     args = vars(ap.parse_args(argv))
     out, restart, quiet = args.pop("out"), args.pop("restart"), args.pop("no_progress")
+    until = args.pop("until")
     torch.set_num_threads(1)
     cfg = LocalTrainConfig(**{**args, "families": tuple(args["families"])})
-    record = train_local_coarse(cfg, out, resume=not restart, progress=not quiet)
+    record = train_local_coarse(cfg, out, resume=not restart, progress=not quiet, until=until)
+    if until is not None and until < cfg.iterations:
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(f"stopped after step {until}; the same command without --until resumes")
+        return record
     if MPI.COMM_WORLD.Get_rank() == 0:
         command = ("mpiexec -n " + str(MPI.COMM_WORLD.Get_size()) + " python -m "
                    "ddlearn.learned.local_training " + " ".join(argv if argv is not None
