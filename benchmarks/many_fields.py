@@ -92,7 +92,13 @@ def main(argv: list[str] | None = None):
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--json", default="benchmarks/results/many_fields.json")
     ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
+    ap.add_argument("--summary", metavar="FILE", help="print the README's condensed table")
     args = ap.parse_args(argv)
+    if args.summary:
+        with open(args.summary) as f:
+            data = json.load(f)
+        print(summary(data))
+        return data
     if args.report:
         with open(args.report) as f:
             data = json.load(f)
@@ -170,6 +176,22 @@ def table(data) -> dict:
             for part in ("factor_s", "forward_s", "refine_s"):
                 summary[key][part] = float(np.mean([m[part] for m in learned]))
     return summary
+
+
+def summary(data) -> str:
+    """Per size and family: mean (max) CG iterations and mean total seconds per field of every
+    method."""
+    s = table(data)
+    methods_ = list(dict.fromkeys(key[2] for key in s))
+    lines = ["| n | family | fields | " + " | ".join(methods_) + " |",
+             "|---|---|---:|" + "---|" * len(methods_)]
+    for n, family in sorted({(key[0], key[1]) for key in s}):
+        cells = [f"{s[n, family, m]['mean_its']:.1f} ({s[n, family, m]['max_its']}) / "
+                 f"{s[n, family, m]['total_s']:.2f} s" if (n, family, m) in s else ""
+                 for m in methods_]
+        lines.append(f"| {n}² | {family} | {s[n, family, methods_[0]]['fields']} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def report(data) -> str:
