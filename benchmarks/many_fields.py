@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None):
     ap.add_argument("--large-fields", type=int, default=5, help="fields per family at 511²")
     ap.add_argument("--curve-fields", type=int, default=5, help="channels fields for its vs k")
     ap.add_argument("--methods", nargs="+", help="a subset of the methods (default: all)")
+    ap.add_argument("--steps-curve", type=int, nargs="*", default=[],
+                    help="only: iterations against refinement steps on the curve fields")
     ap.add_argument("--contrast", type=float, default=1e6)
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--json", default="benchmarks/results/many_fields.json")
@@ -106,6 +108,8 @@ def main(argv: list[str] | None = None):
         plot(data, os.path.splitext(args.report)[0])
         return data
     torch.set_num_threads(1)  # one thread per rank: the ranks already share the cores
+    if args.steps_curve:
+        return steps_curve(args)
     sizes = ((63, 2), (127, 1)) if args.quick else ((255, args.fields), (511, args.large_fields))
     curve_ks = () if args.quick else (2, 4, 8)
     with open(args.model + ".json") as f:
@@ -149,6 +153,31 @@ def main(argv: list[str] | None = None):
             json.dump(data, f, indent=1)
         print(report(data))
         plot(data, os.path.splitext(args.json)[0])
+        print(f"wrote {args.json}")
+    return data
+
+
+def steps_curve(args) -> dict:
+    """CG iterations of the learned coarse space against its refinement steps (0: the network's
+    vectors alone) on ``--curve-fields`` channels fields at 255²."""
+    rows = []
+    for seed in range(args.curve_fields):
+        problem = field("channels", 255, SEEDS["test"] + seed, args.contrast)
+        cfg = {f"learned steps={s}": dict(coarse_space="learned", model=args.model,
+                                           learned_nev=args.k, learned_steps=s)
+               for s in args.steps_curve}
+        for r in solve_field(problem, 64, cfg):
+            rows.append({"seed": SEEDS["test"] + seed, **r})
+    data = {"ranks": COMM.Get_size(), "contrast": args.contrast, "rows": rows}
+    if COMM.Get_rank() == 0:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
+        print("| refinement steps | CG its (mean) | max | learned basis s |\n|---:|---:|---:|---:|")
+        for s in args.steps_curve:
+            rs = [r for r in rows if r["method"] == f"learned steps={s}"]
+            print(f"| {s} | {np.mean([r['iterations'] for r in rs]):.1f} | "
+                  f"{max(r['iterations'] for r in rs)} | "
+                  f"{np.mean([r['split']['basis_s'] for r in rs]):.2f} |")
         print(f"wrote {args.json}")
     return data
 

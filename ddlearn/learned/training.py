@@ -23,7 +23,7 @@ __all__ = ["TrainConfig", "History", "TrainResult", "relative_error", "fit_scale
 
 @dataclass
 class TrainConfig:
-    """Optimisation settings.
+    r"""Optimisation settings.
 
     ``patience``: stop after this many evaluations without a better validation error.
     ``target``: stop once the validation error is at or below it. ``divergence``: a training
