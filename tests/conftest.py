@@ -7,14 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 from mpi4py import MPI
 from petsc4py import PETSc
 
 from ddlearn.classical.krylov import solve
+from ddlearn.pc import set_coordinates
 
 # The examples are real clients: tests import and run them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import petsc_client  # noqa: E402
 
 # One thread per rank: ranks already share two cores.
 torch.set_num_threads(1)
@@ -94,6 +97,21 @@ def apply_gathered(pc, A, x):
     y = np.concatenate(MPI.COMM_WORLD.allgather(Y.getArray(readonly=True).copy()))
     X.destroy(), Y.destroy()
     return y
+
+
+def client_matrix(n: int, contrast: float):
+    """The plain petsc4py client's matrix (natural ordering, PETSc's rows) with its grid
+    coordinates attached, as a user program would hand it to the PC."""
+    A = petsc_client.assemble(n, contrast)
+    set_coordinates(A, petsc_client.coordinates(A, n))
+    return A
+
+
+def gathered_csr(A) -> sp.csr_matrix:
+    """A distributed PETSc matrix as one scipy matrix on every rank (collective)."""
+    parts = MPI.COMM_WORLD.allgather(A.getValuesCSR())
+    rows = [sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1])) for i, j, v in parts]
+    return sp.vstack(rows).tocsr()
 
 
 def view_text(obj, path) -> str:

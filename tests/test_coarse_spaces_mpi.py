@@ -4,30 +4,16 @@ rebuilt when the matrix values change, bad settings refused on every rank; GDSW 
 serial construction."""
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from mpi4py import MPI
 
-import petsc_client
-from conftest import apply_gathered, pc_from_options, raised_everywhere, solve_with_pc_options
+from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
+                      raised_everywhere, solve_with_pc_options)
 from ddlearn.classical import reference
 from ddlearn.classical.gdsw import gdsw_basis
-from ddlearn.pc import set_coordinates
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
 PC = "TwoLevelSchwarzPC"
-
-
-def _client(n, contrast):
-    A = petsc_client.assemble(n, contrast)
-    set_coordinates(A, petsc_client.coordinates(A, n))
-    return A
-
-
-def _scipy(A):
-    parts = COMM.allgather(A.getValuesCSR())
-    rows = [sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1])) for i, j, v in parts]
-    return sp.vstack(rows).tocsr()
 
 
 def _gathered_sets(ctx):
@@ -46,12 +32,12 @@ def _reference(As, sets, Phi):
 @pytest.mark.parametrize("eigensolver", ["slepc", "scipy"])
 def test_spectral_equals_dense_reference(eigensolver):
     n, N, nev = 23, 9, 3
-    A = _client(n, 1e6)
+    A = client_matrix(n, 1e6)
     pc = pc_from_options(A, f"sp_{eigensolver}_", pc=PC, subdomains=N, coarse_space="spectral",
                          spectral_nev=nev, spectral_eigensolver=eigensolver)
     ctx = pc.getPythonContext()
     sets, weights = _gathered_sets(ctx)
-    As = _scipy(A)
+    As = gathered_csr(A)
     Phi = reference.spectral_basis(As, sets, weights, nev)
     assert ctx.Phi.getSize() == Phi.shape
     ref = _reference(As, sets, Phi)
@@ -65,7 +51,7 @@ def test_spectral_is_contrast_robust_where_hats_are_not():
     n, N = 47, 16
     its = {}
     for contrast in (1.0, 1e6):
-        A = _client(n, contrast)
+        A = client_matrix(n, contrast)
         b = A.createVecLeft()
         b.set(1.0)
         for coarse, extra in (("hats", {}), ("spectral", {"spectral_nev": 6})):
@@ -83,13 +69,12 @@ def test_spectral_is_contrast_robust_where_hats_are_not():
 
 def test_spectral_basis_follows_new_values():
     n, N = 23, 9
-    A = _client(n, 1.0)
+    A = client_matrix(n, 1.0)
     pc = pc_from_options(A, "nv_", pc=PC, subdomains=N, coarse_space="spectral", spectral_nev=3)
-    new = petsc_client.assemble(n, 1e6)
+    new = client_matrix(n, 1e6)
     A.setValuesCSR(*new.getValuesCSR())
     A.assemble()
     pc.setUp()
-    set_coordinates(new, petsc_client.coordinates(new, n))
     fresh = pc_from_options(new, "nvf_", pc=PC, subdomains=N, coarse_space="spectral",
                             spectral_nev=3)
     x = np.random.default_rng(5).standard_normal(n * n)
@@ -100,7 +85,7 @@ def test_spectral_basis_follows_new_values():
 
 
 def test_bad_spectral_settings_raise_on_every_rank():
-    A = _client(31, 1e6)
+    A = client_matrix(31, 1e6)
     cases = [({"spectral_nev": 0}, "must be a positive integer"),
              ({"spectral_threshold": -1}, "must be positive"),
              ({"spectral_eigensolver": "lapack"}, "unknown -ddlearn_spectral_eigensolver"),
@@ -118,11 +103,11 @@ def test_bad_spectral_settings_raise_on_every_rank():
 
 def test_gdsw_equals_serial_construction():
     n, N = 23, 9
-    A = _client(n, 1e4)
+    A = client_matrix(n, 1e4)
     pc = pc_from_options(A, "gd_", pc=PC, subdomains=N, coarse_space="gdsw")
     ctx = pc.getPythonContext()
     sets, _ = _gathered_sets(ctx)
-    As = _scipy(A)
+    As = gathered_csr(A)
     part = COMM.bcast(ctx.subdomains.part, root=0)
     Phi = gdsw_basis(As, part)
     assert ctx.Phi.getSize() == Phi.shape

@@ -13,8 +13,8 @@ import scipy.sparse.linalg as spla
 import torch
 from mpi4py import MPI
 
-import petsc_client
-from conftest import apply_gathered, pc_from_options, raised_everywhere
+from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
+                      raised_everywhere)
 from ddlearn.classical import reference
 from ddlearn.classical.spectral import SpectralSettings, local_eigenvectors
 from ddlearn.decomposition import Decomposition
@@ -23,7 +23,7 @@ from ddlearn.learned.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch
                                           refine, ritz_loss, save_model, serial_basis)
 from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations,
                                             train_local_coarse)
-from ddlearn.pc import set_coordinates, two_level
+from ddlearn.pc import two_level
 
 COMM = MPI.COMM_WORLD
 PC = "TwoLevelSchwarzPC"
@@ -136,24 +136,12 @@ def test_outside_the_trained_families_still_converges():
 
 
 # -- distributed ----------------------------------------------------------------------------
-def _client(n, contrast):
-    A = petsc_client.assemble(n, contrast)
-    set_coordinates(A, petsc_client.coordinates(A, n))
-    return A
-
-
-def _scipy(A):
-    parts = COMM.allgather(A.getValuesCSR())
-    return sp.vstack([sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1]))
-                      for i, j, v in parts]).tocsr()
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("hats", [False, True])
 def test_distributed_equals_serial_construction(tmp_path_factory, hats):
     n, N, k = 31, 4, 4
     path = _model_file(tmp_path_factory, seed=2)
-    A = _client(n, 1e6)
+    A = client_matrix(n, 1e6)
     pc = pc_from_options(A, f"lc_par_{int(hats)}_", pc=PC, subdomains=N, coarse_space="learned",
                          model=path, learned_nev=k, learned_steps=1,
                          **({"learned_with_hats": ""} if hats else {}))
@@ -162,12 +150,12 @@ def test_distributed_equals_serial_construction(tmp_path_factory, hats):
     sets = sum(COMM.allgather([(int(i), I, D) for i, I, D in zip(s.ids, s.overlapping,
                                                                  s.weights)]), [])
     sets.sort(key=lambda t: t[0])
-    As = _scipy(A)
+    As = gathered_csr(A)
     # serial: all subdomains in one batch on one process, natural numbering
     model, _, _ = load_model(path)
     Phi = serial_basis(As, [t[1] for t in sets], [t[2] for t in sets], model, k, 1).toarray()
     if hats:
-        Phi = np.hstack([_scipy(ctx.Phi).toarray()[:, :ctx.subdomains.n0], Phi])
+        Phi = np.hstack([gathered_csr(ctx.Phi).toarray()[:, :ctx.subdomains.n0], Phi])
     assert ctx.Phi.getSize() == Phi.shape
     dec = type("dec", (), {"subdomains": [t[1] for t in sets], "owned": [t[1] for t in sets]})()
     ref = reference.two_level(As, dec, sp.csr_matrix(Phi))
@@ -180,7 +168,7 @@ def test_distributed_equals_serial_construction(tmp_path_factory, hats):
 @pytest.mark.mpi
 def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
     path = _model_file(tmp_path_factory, seed=1)
-    A = _client(31, 1e6)
+    A = client_matrix(31, 1e6)
     coarser = _model_file(tmp_path_factory, "coarser.pt", sizes=(2000, 2400))
     cases = [
         (dict(overlap=2), "trained with overlap 1"),
@@ -206,7 +194,7 @@ def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
     assert all(m is not None and "SHA-256" in m for m in msgs), msgs
     A.destroy()
     # a NaN coefficient in the matrix
-    A = _client(31, 1e6)
+    A = client_matrix(31, 1e6)
     lo, _ = A.getOwnershipRange()
     if COMM.rank == COMM.size - 1:
         A.setValue(lo, lo, np.nan)

@@ -9,8 +9,8 @@ from petsc4py import PETSc
 
 import fem_diffusion
 import petsc_client
-from conftest import (apply_gathered, pc_from_options, petsc_options, raised_everywhere,
-                      solve_with_pc_options, view_text)
+from conftest import (apply_gathered, client_matrix, pc_from_options, petsc_options,
+                      raised_everywhere, solve_with_pc_options, view_text)
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.layout import Layout
 from ddlearn.decomposition.problems import make_problem
@@ -36,8 +36,7 @@ def test_client_natural_ordering_matches_ddlearn_ordering(coarse, partition):
     up to the permutation (METIS's answer depends on the numbering: see the metis test)."""
     n, N = 31, 16
     problem = make_problem("channels", n, contrast=1e4)
-    A_nat = petsc_client.assemble(n, 1e4)
-    set_coordinates(A_nat, petsc_client.coordinates(A_nat, n))
+    A_nat = client_matrix(n, 1e4)
     layout, A_dd = _ddlearn_ordering(problem, N)
     # the client's matrix is the problem's matrix in natural ordering
     x = np.random.default_rng(2).standard_normal(problem.n)
@@ -145,8 +144,7 @@ def test_same_matrix_new_values_rebuilds_values_keeps_structure():
 
 
 def test_ksp_view_shows_nested_solvers(tmp_path):
-    A = petsc_client.assemble(15, 1.0)
-    set_coordinates(A, petsc_client.coordinates(A, 15))
+    A = client_matrix(15, 1.0)
     pc = pc_from_options(A, "v_", pc=PC, subdomains=4)
     out = view_text(pc, tmp_path / "view.txt")
     for text in ("coarse space hats", "partition boxes", "N = 4 subdomains", "n_0 = 1 ",
