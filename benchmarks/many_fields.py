@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None):
     for seed in range(args.curve_fields if curve_ks else 0):
         problem = field("channels", 255, SEEDS["test"] + seed, args.contrast)
         for k in curve_ks:
-            cfg = {f"spectral k={k}": methods(k, args.model)[f"spectral k={k}"],
-                   f"learned k={k}": methods(k, args.model)[f"learned k={k}"]}
+            cfg = {m: c for m, c in methods(k, args.model).items()
+                   if m in (f"spectral k={k}", f"learned k={k}")}
             for r in solve_field(problem, 64, cfg):
                 curve.append({"seed": SEEDS["test"] + seed, "k": k, **r})
                 PETSc.Sys.Print(f"curve {seed} {r['method']}: its {r['iterations']}")

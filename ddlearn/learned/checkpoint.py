@@ -16,7 +16,8 @@ import torch
 from .attention import GlobalAttention, SchwarzAttention
 from .flare import FLARE, FLAREPlusPlus
 
-__all__ = ["save", "load", "build_model", "atomic_write", "architecture", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "read_payload", "build_model", "atomic_write", "architecture",
+           "FORMAT", "VERSION"]
 
 FORMAT = "ddlearn-checkpoint"
 VERSION = 1
@@ -56,6 +57,26 @@ def atomic_write(path: str, write) -> None:
         raise
 
 
+def read_payload(path: str, fmt: str, version: int, what: str) -> dict:
+    """The dict saved at ``path``, checked to carry ``format == fmt`` and ``version``.
+
+    Raises
+    ------
+    ValueError
+        For a truncated or foreign file, another format or another version, naming ``what``.
+    """
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # a truncated or foreign file
+        raise ValueError(f"{path} is not a readable {what} ({e})") from e
+    if not isinstance(payload, dict) or payload.get("format") != fmt:
+        raise ValueError(f"{path} is not a {what}")
+    if payload.get("version") != version:
+        raise ValueError(f"{path} has {what} version {payload.get('version')}; this ddlearn "
+                         f"reads version {version}")
+    return payload
+
+
 def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, **extra) -> None:
     """Write ``model`` (config + parameters) and ``extra`` entries to ``path`` atomically."""
     payload = {"format": FORMAT, "version": VERSION, "config": model.config,
@@ -86,15 +107,7 @@ def load(path: str, *, problem: dict | None = None, expect: dict | None = None):
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # a truncated or foreign file
-        raise ValueError(f"{path} is not a readable ddlearn checkpoint ({e})") from e
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a ddlearn checkpoint")
-    if ckpt.get("version") != VERSION:
-        raise ValueError(f"{path} has checkpoint version {ckpt.get('version')}; this ddlearn "
-                         f"reads version {VERSION}")
+    ckpt = read_payload(path, FORMAT, VERSION, "ddlearn checkpoint")
     saved = ckpt.get("problem") or {}
     if problem is not None:
         for key in ("name", "grid"):

@@ -61,7 +61,7 @@ from torch import nn
 from ..classical.reference import neumann_matrix
 from ..classical.spectral import local_columns, neumann_matrices, regularised_pencil
 from ..decomposition.collective import collective_check
-from .checkpoint import atomic_write
+from .checkpoint import atomic_write, read_payload
 
 __all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
            "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
@@ -331,15 +331,7 @@ def load_model(path: str, verify: bool = True):
         if recorded != model_hash(path):
             raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
                              f"file was modified or truncated; restore it or retrain it")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise ValueError(f"{path} is not a readable learned coarse-space model ({e})") from e
-    if not isinstance(payload, dict) or payload.get("format") != KIND:
-        raise ValueError(f"{path} is not a learned coarse-space model (kind {KIND})")
-    if payload.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path} has format version {payload.get('version')}; this ddlearn "
-                         f"reads version {FORMAT_VERSION}")
+    payload = read_payload(path, KIND, FORMAT_VERSION, "learned coarse-space model")
     config = dict(payload["config"])
     config.pop("kind")
     model = LocalCoarseNet(**config)

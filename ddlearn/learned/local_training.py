@@ -32,7 +32,7 @@ from ..classical.reference import neumann_matrix
 from ..classical.spectral import SpectralSettings, local_eigenvectors
 from ..decomposition import Decomposition
 from ..decomposition.problems import make_problem
-from .local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics, load_model, ritz_loss,
+from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics, load_model, ritz_loss,
                            save_model, serial_basis, update_record)
 from .training import BestState, progress_bar
 
@@ -144,7 +144,7 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
             start, history, train_s = extra["step"], extra["history"], extra["train_s"]
     best = BestState(model, _evaluate(model, val, cfg, comm), start)
     bar = progress_bar(progress, cfg.iterations, "learned coarse space", comm, initial=start)
-    meta = {"kind": "learned-local-coarse", "train_config": asdict(cfg), "ranks": comm.Get_size(),
+    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": comm.Get_size(),
             "fields": comm.allreduce(len(train)),
             "samples": comm.allreduce(sum(len(b) for b, _ in train)),
             "validation_samples": comm.allreduce(sum(len(b) for b, _ in val)),
