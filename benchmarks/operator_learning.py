@@ -105,13 +105,13 @@ def spread(values):
 
 def label(rec) -> str:
     """The model's name, marked when it was trained from its random initialisation."""
-    return rec["model"] + (" [random init]" if rec.get("init_kind") == "random" else "")
+    return rec["model"] + (" [random init]" if rec["init_kind"] == "random" else "")
 
 
 def summarise(rec) -> dict:
     """Per threshold: steps and seconds (mean, min, max over seeds); the best test error."""
     out = {"family": rec["family"], "model": label(rec), "n": rec["n"], "params": rec["params"],
-           "random_init": rec.get("init_kind") == "random",
+           "random_init": rec["init_kind"] == "random",
            "lr": rec["lr"], "seeds": len(rec["ladders"]), "steps_factor": rec["steps_factor"],
            "max_budget_run": max(r["budget"] for lad in rec["ladders"] for r in lad["runs"]),
            "best_test_error": spread([min(r["test_error"] for r in lad["runs"])
@@ -124,12 +124,15 @@ def summarise(rec) -> dict:
     return out
 
 
-def best_of(rows, family, n, tau):
-    """The data-aware-initialised model of ``family`` at ``n`` with the fewest parameters that
-    reaches ``tau`` in every seed, or ``None``."""
+def best_of(rows, family, n, tau, random_init: bool):
+    """The model of ``family`` at ``n`` reaching ``tau`` in every seed: from the data-aware start
+    the one with the fewest parameters, from the random start the one with the fewest steps
+    (then parameters); ``None`` if there is none."""
     ok = [r for r in rows if r["family"] == family and r["n"] == n and r[f"steps_to_{tau:g}"]
-          and not r["random_init"]]
-    return min(ok, key=lambda r: (r["params"], r[f"steps_to_{tau:g}"][0]), default=None)
+          and r["random_init"] == random_init]
+    steps = lambda r: r[f"steps_to_{tau:g}"][0]  # noqa: E731
+    key = (lambda r: (steps(r), r["params"])) if random_init else (lambda r: (r["params"], steps(r)))
+    return min(ok, key=key, default=None)
 
 
 def fit_exponent(ns, values):
@@ -140,52 +143,66 @@ def fit_exponent(ns, values):
     return float(np.polyfit(np.log(ns), np.log(values), 1)[0])
 
 
+def series(rows, family, tau, random_init: bool) -> dict:
+    """:func:`best_of` at every ``n``: its model, parameters, steps and seconds to ``tau`` (means
+    over seeds) and the exponent of a power law in ``n`` fitted to each."""
+    pts = [(n, best_of(rows, family, n, tau, random_init)) for n in sorted({r["n"] for r in rows})]
+    pts = [(n, b) for n, b in pts if b is not None]
+    ns = [n for n, _ in pts]
+    entry = {"n": ns, "model": [b["model"] for _, b in pts], "params": [b["params"] for _, b in pts],
+             "steps": [b[f"steps_to_{tau:g}"][0] for _, b in pts],
+             "seconds": [b[f"seconds_to_{tau:g}"][0] for _, b in pts]}
+    for key in ("params", "steps", "seconds"):
+        entry[f"exponent_{key}"] = fit_exponent(ns, entry[key])
+    return entry
+
+
 def scaling(rows) -> dict:
-    """Parameters, steps and seconds to each threshold against ``n`` for the smallest Schwarz and
-    global models that reach it, with fitted exponents."""
-    out = {}
-    for fam in ("schwarz", "global"):
-        for t in THRESHOLDS:
-            pts = [(n, best_of(rows, fam, n, t)) for n in sorted({r["n"] for r in rows})]
-            pts = [(n, b) for n, b in pts if b is not None]
-            ns = [n for n, _ in pts]
-            entry = {"n": ns, "model": [b["model"] for _, b in pts],
-                     "params": [b["params"] for _, b in pts],
-                     "steps": [b[f"steps_to_{t:g}"][0] for _, b in pts],
-                     "seconds": [b[f"seconds_to_{t:g}"][0] for _, b in pts]}
-            for key in ("params", "steps", "seconds"):
-                entry[f"exponent_{key}"] = fit_exponent(ns, entry[key])
-            out[f"{fam} {t:g}"] = entry
-    return out
+    """Against ``n``, per family and threshold: the parameters of the smallest model reaching it
+    from the data-aware start (``"data"``), and the steps and seconds of the fastest model reaching
+    it from the random start (``"random"``: from the data-aware start the steps are 0)."""
+    return {f"{fam} {t:g}": {"data": series(rows, fam, t, False), "random": series(rows, fam, t, True)}
+            for fam in ("schwarz", "global") for t in THRESHOLDS}
+
+
+def budget_ratios(fam) -> dict:
+    """Smallest budget to each threshold over each family's models and the Schwarz / global
+    ratio, in steps and in seconds."""
+    entry = {}
+    for t in THRESHOLDS:
+        for unit in ("steps", "seconds"):
+            best = {f: min((r[f"{unit}_to_{t:g}"][0] for r in rows if r[f"{unit}_to_{t:g}"]),
+                           default=None) for f, rows in fam.items()}
+            entry[f"{unit}_to_{t:g}"] = best
+            entry[f"{unit}_ratio_{t:g}"] = (best["schwarz"] / best["global"]
+                                            if None not in best.values() and best["global"] > 0
+                                            else None)
+    return entry
 
 
 def targets(rows) -> dict:
-    """The issue's comparisons per ``n``: the best global model's test error (lowest mean over
-    seeds, data-aware initialisation), the smallest Schwarz model at or below it and the parameter
-    ratio; the smallest budget to each threshold over each family, and the Schwarz / global ratio
-    of those in steps and seconds."""
+    """The issue's comparisons per ``n`` and start: from the data-aware start the best global
+    model's test error (lowest mean over seeds), the smallest Schwarz model at or below it and the
+    parameter ratio; for both starts the budget ratios of :func:`budget_ratios`."""
     out = {}
     for n in sorted({r["n"] for r in rows}):
-        fam = {f: [r for r in rows if r["n"] == n and r["family"] == f and r["best_test_error"]
-                   and not r["random_init"]] for f in ("schwarz", "global")}
-        if not (fam["schwarz"] and fam["global"]):
-            continue
-        g = min(fam["global"], key=lambda r: r["best_test_error"][0])
-        s = min((r for r in fam["schwarz"] if r["best_test_error"][0] <= g["best_test_error"][0]),
-                key=lambda r: r["params"], default=None)
-        entry = {"best_global": g["model"], "best_global_error": g["best_test_error"][0],
-                 "best_global_params": g["params"], "schwarz": s and s["model"],
-                 "schwarz_error": s and s["best_test_error"][0], "schwarz_params": s and s["params"],
-                 "param_ratio": s and s["params"] / g["params"]}
-        for t in THRESHOLDS:
-            for unit in ("steps", "seconds"):
-                best = {f: min((r[f"{unit}_to_{t:g}"][0] for r in fam[f] if r[f"{unit}_to_{t:g}"]),
-                               default=None) for f in fam}
-                entry[f"{unit}_to_{t:g}"] = best
-                entry[f"{unit}_ratio_{t:g}"] = (best["schwarz"] / best["global"]
-                                                if None not in best.values() and best["global"] > 0
-                                                else None)
-        out[str(n)] = entry
+        for start in ("data", "random"):
+            fam = {f: [r for r in rows if r["n"] == n and r["family"] == f and r["best_test_error"]
+                       and r["random_init"] == (start == "random")] for f in ("schwarz", "global")}
+            if not (fam["schwarz"] and fam["global"]):
+                continue
+            entry = {}
+            if start == "data":
+                g = min(fam["global"], key=lambda r: r["best_test_error"][0])
+                s = min((r for r in fam["schwarz"]
+                         if r["best_test_error"][0] <= g["best_test_error"][0]),
+                        key=lambda r: r["params"], default=None)
+                entry = {"best_global": g["model"], "best_global_error": g["best_test_error"][0],
+                         "best_global_params": g["params"], "schwarz": s and s["model"],
+                         "schwarz_error": s and s["best_test_error"][0],
+                         "schwarz_params": s and s["params"],
+                         "param_ratio": s and s["params"] / g["params"]}
+            out.setdefault(str(n), {})[start] = entry | budget_ratios(fam)
     return out
 
 
@@ -227,53 +244,71 @@ def tables(recs, rows) -> str:
 
 
 def scaling_table(sc) -> str:
-    lines = ["| family, threshold | n | model | params | steps | seconds | exponent params | "
-             "exponent steps | exponent seconds |", "|---|---|---|---|---|---|---:|---:|---:|"]
+    lines = ["| family, threshold | start | n | model | params | steps | seconds | exponent params | "
+             "exponent steps | exponent seconds |", "|---|---|---|---|---|---|---|---:|---:|---:|"]
     e = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
-    for key, s in sc.items():
-        lines.append(f"| {key} | {s['n']} | {'; '.join(s['model'])} | {s['params']} | "
-                     f"{[round(v) for v in s['steps']]} | {[round(v, 2) for v in s['seconds']]} | "
-                     f"{e(s['exponent_params'])} | {e(s['exponent_steps'])} | "
-                     f"{e(s['exponent_seconds'])} |")
+    for key, starts in sc.items():
+        for start, s in starts.items():
+            lines.append(f"| {key} | {start} | {s['n']} | {'; '.join(s['model'])} | {s['params']} | "
+                         f"{[round(v) for v in s['steps']]} | {[round(v, 2) for v in s['seconds']]} | "
+                         f"{e(s['exponent_params'])} | {e(s['exponent_steps'])} | "
+                         f"{e(s['exponent_seconds'])} |")
     return "\n".join(lines)
 
 
-def plots(recs, sc, stem):
-    colours = {"schwarz": "tab:blue", "global": "tab:red", "flare": "tab:green", "flare++": "tab:purple"}
-    for n in sorted({r["n"] for r in recs}):
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
-        for r in (r for r in recs if r["n"] == n):
+COLOURS = {"schwarz": "tab:blue", "global": "tab:red", "flare": "tab:green", "flare++": "tab:purple"}
+
+
+def ladder_plot(recs, n, path):
+    """Test error against step budget at one size, one panel per start."""
+    starts = [k for k in ("data", "random") if any(r["n"] == n and r["init_kind"] == k for r in recs)]
+    fig, axes = plt.subplots(1, len(starts), figsize=(6.5 * len(starts), 4.8), sharey=True,
+                             squeeze=False)
+    for ax, start in zip(axes[0], starts):
+        for r in (r for r in recs if r["n"] == n and r["init_kind"] == start):
             b = sorted({run["budget"] for lad in r["ladders"] for run in lad["runs"]})
             err = [np.mean([run["test_error"] for lad in r["ladders"] for run in lad["runs"]
                             if run["budget"] == x]) for x in b]
-            ax.semilogy([max(x, 1) for x in b], err, "o-", color=colours[r["family"]], alpha=0.8,
-                        label=label(r))
+            ax.semilogy([max(x, 1) for x in b], err, "o-", color=COLOURS[r["family"]], alpha=0.8,
+                        label=r["model"])
         ax.set_xscale("symlog", linthresh=100)
         for t in THRESHOLDS:
             ax.axhline(t, color="k", ls=":", lw=0.8)
         ax.set_xlabel("step budget (own cosine schedule; 0 = the initialisation alone)")
-        ax.set_ylabel("relative test error (mean over seeds)")
-        ax.set_title(f"1D Poisson n = {n}: budget ladder (the ladder stops once 3e-3 is reached)")
+        ax.set_title(f"{'data-aware' if start == 'data' else 'random'} start")
         ax.legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        fig.savefig(f"{stem}_ladder_n{n}.png", dpi=120)
-        plt.close(fig)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    for ax, key, ylabel in ((axes[0], "params", "parameters"),
-                           (axes[1], "seconds", "seconds to the threshold (init + training)")):
-        for name, s in sc.items():
+    axes[0][0].set_ylabel("relative test error (mean over seeds)")
+    fig.suptitle(f"1D Poisson n = {n}: budget ladder (a model's ladder stops once both "
+                 "thresholds are reached or on a plateau)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def scaling_plot(sc, path):
+    """Parameters (data-aware start) and steps and seconds (random start) against ``n``."""
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    panels = ((axes[0], "data", "params", "parameters of the smallest model (data-aware start)"),
+              (axes[1], "random", "steps", "steps of the fastest model (random start)"),
+              (axes[2], "random", "seconds", "CPU seconds of that run (random start)"))
+    for ax, start, key, ylabel in panels:
+        for name, starts in sc.items():
+            s = starts[start]
             if not s["n"]:
                 continue
             fam, t = name.split()
-            ax.loglog(s["n"], s[key], "o-" if t == "0.003" else "s--", color=colours[fam],
+            ax.loglog(s["n"], s[key], "o-" if t == "0.003" else "s--", color=COLOURS[fam],
                       label=f"{fam}, test error {t}: slope {s[f'exponent_{key}'] or float('nan'):.2f}")
+        ns = sorted({n for starts in sc.values() for n in starts[start]["n"]})
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("n")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.suptitle("smallest model of each family reaching the test error, against n")
+    fig.suptitle("reaching a test error, against n (slopes: fitted power-law exponents)")
     fig.tight_layout()
-    fig.savefig(f"{stem}_scaling.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
@@ -294,7 +329,10 @@ def report(paths, out_json):
     summary = {"sources": list(paths), "rows": rows, "scaling": sc, "targets": tg}
     with open(out_json, "w") as f:
         json.dump(summary, f, indent=1)
-    plots(recs, sc, os.path.splitext(out_json)[0])
+    stem = os.path.splitext(out_json)[0]
+    for n in sorted({r["n"] for r in recs}):
+        ladder_plot(recs, n, f"{stem}_ladder_n{n}.png")
+    scaling_plot(sc, f"{stem}_scaling.png")
     return summary
 
 

@@ -28,11 +28,19 @@ def test_operator_learning_quick(tmp_path):
         assert r["n"] == 255 and r["params"] > 0 and r["lr"] in (1e-4, 1e-2)
         assert r["init"]["data"] < r["init"]["random"]
         assert len(r["ladders"]) == 2 and [s["lr"] for s in r["sweep"]] == [1e-4, 1e-2]
-    summary = mod.main(["--report", str(out), "--json", str(tmp_path / "sum.json")])
+    random = tmp_path / "ol_random.json"
+    mod.main(["--quick", "--families", "schwarz", "global", "--init", "random", "--seeds", "1",
+              "--lr", "1e-2", "--sweep-steps", "20", "--ladder", "0", "20", "--train", "128",
+              "--json", str(random)])
+    summary = mod.main(["--report", str(out), str(random), "--json", str(tmp_path / "sum.json")])
     for row in summary["rows"]:
         for key in ("steps_to_0.01", "seconds_to_0.003", "best_test_error", "reached_0.01"):
             assert key in row
+    assert sum(row["random_init"] for row in summary["rows"]) == 2
     assert set(summary["scaling"]) == {"schwarz 0.01", "schwarz 0.003", "global 0.01", "global 0.003"}
+    assert all(set(s) == {"data", "random"} for s in summary["scaling"].values())
+    assert set(summary["targets"]["255"]) == {"data", "random"}
+    assert "param_ratio" in summary["targets"]["255"]["data"]
     assert (tmp_path / "sum_ladder_n255.png").stat().st_size > 10_000
     assert (tmp_path / "sum_scaling.png").stat().st_size > 10_000
 
