@@ -305,7 +305,8 @@ def scaling_plot(sc, path):
         ax.set_xlabel("n")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        if ax.lines:
+            ax.legend(fontsize=7)
     fig.suptitle("reaching a test error, against n (slopes: fitted power-law exponents)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
