@@ -151,13 +151,18 @@ def fit_exponent(ns, values):
 
 def series(rows, family, tau, random_init: bool) -> dict:
     """:func:`best_of` at every ``n``: its model, parameters, steps and seconds to ``tau`` (means
-    over seeds) and the exponent of a power law in ``n`` fitted to each."""
-    pts = [(n, best_of(rows, family, n, tau, random_init)) for n in sorted({r["n"] for r in rows})]
-    pts = [(n, b) for n, b in pts if b is not None]
-    ns = [n for n, _ in pts]
-    entry = {"n": ns, "model": [b["model"] for _, b in pts], "params": [b["params"] for _, b in pts],
-             "steps": [b[f"steps_to_{tau:g}"][0] for _, b in pts],
-             "seconds": [b[f"seconds_to_{tau:g}"][0] for _, b in pts]}
+    over seeds) and the exponent of a power law in ``n`` fitted to each. Where the family has
+    runs at ``n`` but none reaches ``tau`` in every seed, ``not_reached`` holds ``(n, largest
+    budget run)``: the steps to ``tau`` there are more than that."""
+    runs = [r for r in rows if r["family"] == family and r["random_init"] == random_init]
+    pts = [(n, best_of(rows, family, n, tau, random_init)) for n in sorted({r["n"] for r in runs})]
+    ns = [n for n, b in pts if b is not None]
+    best = [b for _, b in pts if b is not None]
+    entry = {"n": ns, "model": [b["model"] for b in best], "params": [b["params"] for b in best],
+             "steps": [b[f"steps_to_{tau:g}"][0] for b in best],
+             "seconds": [b[f"seconds_to_{tau:g}"][0] for b in best],
+             "not_reached": [(n, max(r["max_budget_run"] for r in runs if r["n"] == n))
+                             for n, b in pts if b is None]}
     for key in ("params", "steps", "seconds"):
         entry[f"exponent_{key}"] = fit_exponent(ns, entry[key])
     return entry
@@ -305,14 +310,22 @@ def scaling_plot(sc, path):
             fam, t = name.split()
             ax.loglog(s["n"], s[key], "o-" if t == "0.003" else "s--", color=COLOURS[fam],
                       label=f"{fam}, test error {t}: slope {s[f'exponent_{key}'] or float('nan'):.2f}")
-        ns = sorted({n for starts in sc.values() for n in starts[start]["n"]})
+            if key == "steps" and s["not_reached"]:
+                n_out, b_out = zip(*s["not_reached"])
+                ax.loglog(n_out, b_out, "^" if t == "0.003" else "v", mfc="none",
+                          ms=6 if fam == "schwarz" else 11,
+                          color=COLOURS[fam], label=f"{fam}, test error {t}: not within these steps")
+        ns = sorted({n for starts in sc.values()
+                     for n in starts[start]["n"] + [m for m, _ in starts[start]["not_reached"]]})
         ax.set_xticks(ns, [str(n) for n in ns])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("n")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
         if ax.lines:
-            ax.legend(fontsize=7)
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo, hi * 6)  # room for the legend above the data
+            ax.legend(fontsize=6, loc="upper left", ncol=2)
     fig.suptitle("reaching a test error, against n (slopes: fitted power-law exponents)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
