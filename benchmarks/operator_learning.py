@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
 from ddlearn.learned.attention import GlobalAttention, SchwarzAttention  # noqa: E402
-from ddlearn.learned.checkpoint import atomic_write  # noqa: E402
+from ddlearn.learned.checkpoint import atomic_write_json  # noqa: E402
 from ddlearn.learned.data import make_splits  # noqa: E402
 from ddlearn.learned.data_init import data_init  # noqa: E402
 from ddlearn.learned.flare import FLARE, FLAREPlusPlus  # noqa: E402
@@ -63,11 +63,6 @@ def model_grid(n: int, quick: bool):
     out.append(("flare++", "flare++ H=2 M=32 d=8",
                 lambda seed: FLAREPlusPlus((n,), 2, 32, 8, seed=seed), 1 / 3))
     return out
-
-
-def write_json(path: str, data) -> None:
-    """Atomically: an interrupted run leaves the last complete file, never a truncated one."""
-    atomic_write(path, lambda f: f.write(json.dumps(data, indent=1).encode()))
 
 
 def data_splits(problem, args, seed: int):
@@ -347,7 +342,7 @@ def report(paths, out_json):
     print()
     print(json.dumps(tg, indent=1))
     summary = {"sources": list(paths), "rows": rows, "scaling": sc, "targets": tg}
-    write_json(out_json, summary)
+    atomic_write_json(out_json, summary)
     stem = os.path.splitext(out_json)[0]
     for n in sorted({r["n"] for r in recs}):
         ladder_plot(recs, n, f"{stem}_ladder_n{n}.png")
@@ -409,7 +404,8 @@ def main(argv=None):
                   f"best {fmt_spread(s['best_test_error'], '.2e')} [{time.time() - t0:.0f} s]",
                   flush=True)
             out["wall_s"] = time.time() - t0
-            write_json(args.json, out)  # after every model: a long run keeps what it did
+            # after every model, atomically: an interrupted long run keeps its last complete file
+            atomic_write_json(args.json, out)
     print(f"wrote {args.json}; {time.time() - t0:.0f} s")
     return out
 

@@ -8,6 +8,7 @@ renamed over the target, so a crash mid-write leaves the previous checkpoint int
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 
@@ -16,8 +17,8 @@ import torch
 from .attention import GlobalAttention, SchwarzAttention
 from .flare import FLARE, FLAREPlusPlus
 
-__all__ = ["save", "load", "read_payload", "build_model", "atomic_write", "architecture",
-           "FORMAT", "VERSION"]
+__all__ = ["save", "load", "read_payload", "build_model", "atomic_write", "atomic_write_json",
+           "architecture", "FORMAT", "VERSION"]
 
 FORMAT = "ddlearn-checkpoint"
 VERSION = 1
@@ -55,6 +56,11 @@ def atomic_write(path: str, write) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_json(path: str, data) -> None:
+    """``data`` as indented JSON at ``path``, through :func:`atomic_write`."""
+    atomic_write(path, lambda f: f.write(json.dumps(data, indent=1).encode()))
 
 
 def read_payload(path: str, fmt: str, version: int, what: str) -> dict:

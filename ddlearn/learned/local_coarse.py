@@ -61,7 +61,7 @@ from torch import nn
 from ..classical.reference import neumann_matrix
 from ..classical.spectral import local_columns, neumann_matrices, regularised_pencil
 from ..decomposition.collective import collective_check
-from .checkpoint import atomic_write, read_payload
+from .checkpoint import atomic_write, atomic_write_json, read_payload
 
 __all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
            "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
@@ -293,7 +293,7 @@ def save_model(path: str, model: LocalCoarseNet, meta: dict, **extra) -> None:
                "state": model.state_dict(), "meta": meta, **extra}
     atomic_write(path, lambda f: torch.save(payload, f))
     record = {"sha256": model_hash(path), "config": model.config, **meta}
-    atomic_write(path + ".json", lambda f: f.write(json.dumps(record, indent=1).encode()))
+    atomic_write_json(path + ".json", record)
 
 
 def update_record(path: str, **entries) -> None:
@@ -302,7 +302,7 @@ def update_record(path: str, **entries) -> None:
     with open(path + ".json") as f:
         record = json.load(f)
     record.update(entries)
-    atomic_write(path + ".json", lambda f: f.write(json.dumps(record, indent=1).encode()))
+    atomic_write_json(path + ".json", record)
 
 
 def is_model_file(path: str) -> bool:
