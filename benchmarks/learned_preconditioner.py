@@ -52,6 +52,7 @@ def run_case(name, n, N, overlap, steps, extra):
     from ddlearn.learned.basis import (basis_correction_model, distributed_basis,
                                        gather_smoothing, learned_meta)
     from ddlearn.learned.pc_training import PCTrainConfig, train_preconditioner
+    from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
     from ddlearn.pc import TwoLevelSchwarzPC
     from ddlearn.decomposition.problems import make_problem
     from ddlearn.classical.krylov import solve
@@ -68,7 +69,7 @@ def run_case(name, n, N, overlap, steps, extra):
                                case.A))
     methods = {"twolevel": lambda pc: METHODS["twolevel"](pc, case),
                "learned": lambda pc: (pc.setType("python"),
-                                      pc.setPythonContext(TwoLevelSchwarzPC(model=S)))}
+                                      pc.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(S))))}
     for m in extra:
         methods[m] = lambda pc, f=METHODS[m]: f(pc, case)
     rows = []

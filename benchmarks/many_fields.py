@@ -1,8 +1,13 @@
-r"""The learned coarse space on coefficient fields it never saw, against hats, spectral and GAMG
-(issue 12's measurements).
+r"""The learned coarse space on coefficient fields it never saw, against hats, spectral and GAMG.
 
     mpiexec -n 4 python benchmarks/many_fields.py [--quick] [--model FILE] [--json FILE]
     python benchmarks/many_fields.py --report FILE     (tables and plots from a JSON)
+    python benchmarks/many_fields.py --summary FILE [FILE ...]   (the README's tables)
+
+``--summary`` takes a fields JSON (the condensed table), a ``--steps-curve`` JSON (iterations
+against refinement steps; given with a fields JSON, also the hats and spectral k = 8 on the same
+fields) or several fields JSONs (the first one's learned iterations over each other's, on the
+fields they share).
 
 Fields: the seeded families of :mod:`ddlearn.decomposition.coefficients` (``channels``,
 ``inclusions``, ``lognormal``) at contrast 1e6 with test seeds (``SEEDS["test"]`` on: never
@@ -37,24 +42,26 @@ from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 from coarse_spaces import natural_matrix, run  # noqa: E402
-from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
+from ddlearn.classical.coarse.hats import Hats  # noqa: E402
+from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
+from ddlearn.learned.coarse.learned import Learned  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.learned.local_coarse import PRETRAINED  # noqa: E402
 from ddlearn.learned.local_training import SEEDS  # noqa: E402
 
 COMM = MPI.COMM_WORLD
+#: The repository root: model paths in the JSON are written relative to it.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILIES = ("channels", "inclusions", "lognormal")
 N_OF = {63: 4, 127: 16, 255: 64, 511: 256}
 
 
 def methods(k: int, model: str) -> dict:
     return {"hats": dict(coarse_space="hats"),
-            f"spectral k={k}": dict(coarse_space="spectral", spectral=SpectralSettings(k)),
-            f"hats+spectral k={k}": dict(coarse_space="spectral", spectral=SpectralSettings(k),
-                                         with_hats=True),
-            f"learned k={k}": dict(coarse_space="learned", model=model, learned_nev=k),
-            f"hats+learned k={k}": dict(coarse_space="learned", model=model, learned_nev=k,
-                                        learned_with_hats=True),
+            f"spectral k={k}": dict(coarse_space=Spectral(k)),
+            f"hats+spectral k={k}": dict(coarse_space=Hats() + Spectral(k)),
+            f"learned k={k}": dict(coarse_space=Learned(model, nev=k)),
+            f"hats+learned k={k}": dict(coarse_space=Hats() + Learned(model, nev=k)),
             "gamg": None}
 
 
@@ -62,6 +69,12 @@ def field(family: str, n: int, seed: int, contrast: float):
     if family == "poisson":
         return make_problem("poisson2d", n)
     return make_problem(f"random_{family}", n, contrast=contrast, seed=seed)
+
+
+def relative(path: str) -> str:
+    """``path`` relative to the repository root, as the JSON records it (no checkout's
+    absolute path in committed results)."""
+    return os.path.relpath(os.path.abspath(path), ROOT)
 
 
 def solve_field(problem, N: int, configs: dict) -> list[dict]:
@@ -72,6 +85,8 @@ def solve_field(problem, N: int, configs: dict) -> list[dict]:
     rows = []
     for name, config in configs.items():
         r = run(A, [b], N, config)
+        if r["learned"] and r["learned"].get("model"):
+            r["learned"] = {**r["learned"], "model": relative(r["learned"]["model"])}
         rows.append({"method": name, "iterations": r["iterations"][0], "setup_s": r["setup_s"],
                      "solve_s": r["solve_s"], "total_s": r["setup_s"] + r["solve_s"],
                      "split": r["split"], "n0": r["n0"], "learned": r["learned"]})
@@ -94,13 +109,16 @@ def main(argv: list[str] | None = None):
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--json", default="benchmarks/results/many_fields.json")
     ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
-    ap.add_argument("--summary", metavar="FILE", help="print the README's condensed table")
+    ap.add_argument("--summary", metavar="FILE", nargs="+",
+                    help="print the README's tables of these JSONs (see the module docstring)")
     args = ap.parse_args(argv)
     if args.summary:
-        with open(args.summary) as f:
-            data = json.load(f)
-        print(summary(data))
-        return data
+        files = []
+        for path in args.summary:
+            with open(path) as f:
+                files.append((path, json.load(f)))
+        print(summaries(files))
+        return files[0][1] if len(files) == 1 else [d for _, d in files]
     if args.report:
         with open(args.report) as f:
             data = json.load(f)
@@ -163,8 +181,8 @@ def steps_curve(args) -> dict:
     rows = []
     for seed in range(args.curve_fields):
         problem = field("channels", 255, SEEDS["test"] + seed, args.contrast)
-        cfg = {f"learned steps={s}": dict(coarse_space="learned", model=args.model,
-                                           learned_nev=args.k, learned_steps=s)
+        cfg = {f"learned steps={s}": dict(coarse_space=Learned(args.model, nev=args.k,
+                                                                     steps=s))
                for s in args.steps_curve}
         for r in solve_field(problem, 64, cfg):
             rows.append({"seed": SEEDS["test"] + seed, **r})
@@ -172,14 +190,69 @@ def steps_curve(args) -> dict:
     if COMM.Get_rank() == 0:
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1)
-        print("| refinement steps | CG its (mean) | max | learned basis s |\n|---:|---:|---:|---:|")
-        for s in args.steps_curve:
-            rs = [r for r in rows if r["method"] == f"learned steps={s}"]
-            print(f"| {s} | {np.mean([r['iterations'] for r in rs]):.1f} | "
-                  f"{max(r['iterations'] for r in rs)} | "
-                  f"{np.mean([r['split']['basis_s'] for r in rs]):.2f} |")
+        print(steps_table(data))
         print(f"wrote {args.json}")
     return data
+
+
+def steps_table(data) -> str:
+    """Mean / max CG iterations and learned-basis seconds against the refinement steps."""
+    steps = sorted({int(r["method"].split("=")[1]) for r in data["rows"]})
+    lines = ["| refinement steps s | CG its (mean) | max | learned basis s |",
+             "|---:|---:|---:|---:|"]
+    for s in steps:
+        rs = [r for r in data["rows"] if r["method"] == f"learned steps={s}"]
+        label = {0: "0 (the network's vectors alone)", 2: "2 (default)"}.get(s, str(s))
+        lines.append(f"| {label} | {np.mean([r['iterations'] for r in rs]):.1f} | "
+                     f"{max(r['iterations'] for r in rs)} | "
+                     f"{np.mean([r['split']['basis_s'] for r in rs]):.2f} |")
+    return "\n".join(lines)
+
+
+def _is_steps(data) -> bool:
+    return bool(data["rows"]) and "family" not in data["rows"][0]
+
+
+def summaries(files: list[tuple[str, dict]]) -> str:
+    """``--summary``: each file's table, then the cross-file lines (see the module docstring)."""
+    fields = [(p, d) for p, d in files if not _is_steps(d)]
+    out = []
+    for path, data in files:
+        out += [f"{os.path.basename(path)}:", "",
+                steps_table(data) if _is_steps(data) else summary(data), ""]
+    for path, data in files:
+        if not (_is_steps(data) and fields):
+            continue
+        seeds = {r["seed"] for r in data["rows"]}
+        ref_path, ref = fields[0]
+        hats = [r["iterations"] for r in ref["rows"] if r["n"] == 255 and r["seed"] in seeds
+                and r["family"] == "channels" and r["method"] == "hats"]
+        k = ref.get("k", 8)
+        spec = [c["iterations"] for c in ref.get("curve", []) if c["seed"] in seeds
+                and c["k"] == k and c["method"] == f"spectral k={k}"]
+        out.append(f"On the {len(seeds)} fields of {os.path.basename(path)}, from "
+                   f"{os.path.basename(ref_path)}: hats {np.mean(hats):.1f} (mean of "
+                   f"{len(hats)}), spectral k={k} {np.mean(spec):.1f} (its curve, mean of "
+                   f"{len(spec)})")
+    if len(fields) > 1:
+        (first_path, first), others = fields[0], fields[1:]
+        for path, other in others:
+            out += ["", f"Learned k={first.get('k', 8)}, mean CG iterations on the same fields, "
+                    f"{first['model']} ({os.path.basename(first_path)}) / {other['model']} "
+                    f"({os.path.basename(path)}):", "", "| n | family | fields | ratio |",
+                    "|---|---|---:|---:|"]
+            method = f"learned k={first.get('k', 8)}"
+            theirs = {(r["n"], r["family"], r["seed"]): r["iterations"] for r in other["rows"]
+                      if r["method"] == method}
+            groups = {}
+            for r in first["rows"]:
+                key = (r["n"], r["family"], r["seed"])
+                if r["method"] == method and key in theirs:
+                    groups.setdefault(key[:2], []).append((r["iterations"], theirs[key]))
+            for (n, family), pairs in sorted(groups.items()):
+                a, b = zip(*pairs)
+                out.append(f"| {n}² | {family} | {len(pairs)} | {np.mean(a) / np.mean(b):.2f} |")
+    return "\n".join(out).rstrip()
 
 
 def table(data) -> dict:

@@ -1,12 +1,13 @@
 """Native plugin (-pc_type ddlearn) against the Python PC: apply time and CG iterations, same run.
 
     python benchmarks/native.py [--n 511] [--N 64] [--ranks 1,2,4] [--applies 50]
+    python benchmarks/native.py --report FILE     (the table from a JSON)
 
 Exports a learned preconditioner for 2D Poisson n x n with N subdomains (away from its classical
 start, so that every learned piece is exercised), then launches with mpiexec (a) this script as a
 worker that runs CG on b = 1 with the Python PC (`ddlearn.pc.SchwarzAttentionPC`, mode learned)
 and reads its PCApply time from PETSc's log (also timing a tight loop of applies), and (b) the plain C program `build/laplace2d` with the plugin and `-log_view`, whose
-PCApply line gives the native time per apply. Writes ``results/native.json``.
+PCApply line gives the native time per apply. Writes ``benchmarks/results/native.json``.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def worker(args):
 
     from ddlearn.learned.distributed import DistributedSchwarzAttention
     from ddlearn.learned.basis import learned_meta
+    from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
     from ddlearn.pc import TwoLevelSchwarzPC
     from ddlearn.classical.krylov import solve
 
@@ -61,7 +63,7 @@ def worker(args):
     pc = PETSc.PC().create(comm=PETSc.COMM_WORLD)
     pc.setOperators(A, A)
     pc.setType("python")
-    pc.setPythonContext(TwoLevelSchwarzPC(model=d))
+    pc.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(d)))
     pc.setUp()
     y = b.duplicate()
     PETSc.COMM_WORLD.barrier()
@@ -71,7 +73,7 @@ def worker(args):
     dt = MPI.COMM_WORLD.allreduce(time.perf_counter() - t, op=MPI.MAX) / args.applies
     event = PETSc.Log.Event("PCApply")
     before = event.getPerfInfo()
-    res = solve(A, b, lambda q: (q.setType("python"), q.setPythonContext(TwoLevelSchwarzPC(model=d))))
+    res = solve(A, b, lambda q: (q.setType("python"), q.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(d)))))
     after = event.getPerfInfo()
     # PCApply inside CG, as PETSc's log counts it for the native run (slowest rank)
     in_cg = MPI.COMM_WORLD.allreduce(after["time"] - before["time"], op=MPI.MAX) / \
@@ -90,9 +92,14 @@ def main(argv=None):
     ap.add_argument("--N", type=int, default=64)
     ap.add_argument("--ranks", default="1,2,4", help="comma list of rank counts")
     ap.add_argument("--applies", type=int, default=50)
+    ap.add_argument("--report", metavar="FILE", help="print the table of an earlier run's JSON")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", default=os.path.join(HERE, "results", "native.json"))
     args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            print(report(json.load(f)))
+        return None
     if args.worker:
         return worker(args)
     from ddlearn.pc.export import export
@@ -126,12 +133,19 @@ def main(argv=None):
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(data, f, indent=1)
-    print("| grid | N | ranks | Python PC apply ms | native apply ms | native/Python | "
-          "CG its Python | CG its native |\n|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {args.n}² | {args.N} | {r['ranks']} | {1e3 * r['python_apply_s']:.2f} | "
-              f"{1e3 * r['native_apply_s']:.2f} | {r['ratio_native_over_python']:.2f} | "
-              f"{r['python_iterations']} | {r['native_iterations']} |")
+    print(report(data))
+
+
+def report(data) -> str:
+    """The README's table from a JSON this benchmark wrote."""
+    lines = ["| grid | N | ranks | Python PC apply ms | native apply ms | native/Python | "
+             "CG its Python | CG its native |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in data["rows"]:
+        lines.append(f"| {data['grid']}² | {data['N']} | {r['ranks']} | "
+                     f"{1e3 * r['python_apply_s']:.2f} | {1e3 * r['native_apply_s']:.2f} | "
+                     f"{r['ratio_native_over_python']:.2f} | {r['python_iterations']} | "
+                     f"{r['native_iterations']} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -25,16 +25,15 @@ from petsc4py import PETSc  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from coarse_spaces import natural_matrix  # noqa: E402
-from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
+from ddlearn.classical.coarse.hats import Hats  # noqa: E402
+from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 CONFIGS = {"hats": dict(coarse_space="hats"),
-           "hats+spectral slepc": dict(coarse_space="spectral", with_hats=True,
-                                       spectral=SpectralSettings(8, eigensolver="slepc")),
-           "hats+spectral scipy": dict(coarse_space="spectral", with_hats=True,
-                                       spectral=SpectralSettings(8, eigensolver="scipy"))}
+           "hats+spectral slepc": dict(coarse_space=Hats() + Spectral(8, eigensolver="slepc")),
+           "hats+spectral scipy": dict(coarse_space=Hats() + Spectral(8, eigensolver="scipy"))}
 
 
 def _per_apply(fn, x, y, count=20):

@@ -23,7 +23,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ddlearn.learned.attention import SchwarzAttention
-from ddlearn.learned.basis import (KIND, basis_correction_model, distributed_basis,
+from ddlearn.learned.basis import (INSITU_KIND, basis_correction_model, distributed_basis,
                                    gather_smoothing, learned_meta)
 from ddlearn.learned.data import make_splits
 from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
@@ -100,7 +100,7 @@ def learned_preconditioner(case, settings: LearnedSettings):
                                            if k != "progress"}}
     path = cache_path(case, "learned", key, settings.cache)
     if _cached(path, comm, {"N": case.dec.N, "overlap": case.dec.overlap,
-                            "r_local": settings.r_local, "grid": list(case.dec.grid)}, KIND):
+                            "r_local": settings.r_local, "grid": list(case.dec.grid)}, INSITU_KIND):
         PETSc.Sys.Print(f"    loaded {path}")
         return path, 0.0
     t0 = time.perf_counter()

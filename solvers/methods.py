@@ -14,12 +14,13 @@ from petsc4py import PETSc
 
 from ddlearn.classical.krylov import KrylovResult, solve
 from ddlearn.classical.overlapping import configure_asm
-from ddlearn.classical.spectral import SpectralSettings
+from ddlearn.classical.coarse.spectral import Spectral
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition.layout import Layout
 from ddlearn.learned import checkpoint
+from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
 from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC, set_coordinates
 
 from . import learned
@@ -40,8 +41,8 @@ class Case:
     Phi: sp.csr_matrix
     PhiP: PETSc.Mat
     coarse: str
-    spectral: SpectralSettings = field(default_factory=SpectralSettings)
-    spectral_with_hats: bool = False
+    #: the spectral method's coarse space (the example's -spectral_* options)
+    spectral: Spectral | object = field(default_factory=Spectral)
 
     @classmethod
     def build(cls, problem, N: int, overlap: int, coarse: str = "hats", comm=None,
@@ -103,12 +104,12 @@ def _gdsw(pc, case):
 def _ddlearn(coarse):
     """ddlearn's options-driven PC on the case's matrix, with N and overlap of the case (box
     subdomains from the coordinates, overlap by graph layers). ``learned`` is the pretrained
-    learned coarse space shipped with ddlearn (no training)."""
+    learned coarse space shipped with ddlearn (no training); ``spectral`` the case's."""
     def configure(pc, case):
         pc.setType(PETSc.PC.Type.PYTHON)
         pc.setPythonContext(TwoLevelSchwarzPC(
-            coarse, case.dec.N, case.dec.overlap, "boxes", spectral=case.spectral,
-            with_hats=case.spectral_with_hats))
+            case.spectral if coarse == "spectral" else coarse, case.dec.N, case.dec.overlap,
+            "boxes"))
     return configure
 
 
@@ -144,7 +145,7 @@ def _attention_coarse(pc, case, path):
 
 def _learned_insitu(pc, case, path):
     pc.setType(PETSc.PC.Type.PYTHON)
-    pc.setPythonContext(TwoLevelSchwarzPC(model=path))
+    pc.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(path)))
 
 
 # Learned methods: how to obtain the checkpoint (train or load from the cache), then the PC.

@@ -43,6 +43,11 @@ def _save(tmp_path, name, S, problem, coarse="hats"):
     return path
 
 
+
+def _insitu(path) -> dict:
+    """The PC options selecting the in-situ learned coarse space of checkpoint ``path``."""
+    return {"coarse_space": "learned_insitu", "learned_insitu_model": path}
+
 @pytest.mark.parametrize("name,n,N,overlap", [("poisson1d", 255, 8, 2), ("poisson2d", 23, 9, 1)])
 def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
     p = make_problem(name, n)
@@ -52,14 +57,14 @@ def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
     A = layout.matrix(p)
     xs = np.random.default_rng(0).uniform(-1, 1, p.n)
     b = layout.from_natural(xs)
-    res = solve_with_pc_options(A, b, "lrn_", pc=PC, model=path)
+    res = solve_with_pc_options(A, b, "lrn_", pc=PC, **_insitu(path))
     assert res.converged and res.rnorm_true < 1e-8, res
-    res_r = solve_with_pc_options(A, b, "lrr_", ksp="gmres", pc=PC, model=path,
+    res_r = solve_with_pc_options(A, b, "lrr_", ksp="gmres", pc=PC, **_insitu(path),
                                   local_type="restrict")
     assert res_r.converged and res_r.rnorm_true < 1e-8, res_r
     # the PC's apply equals the serial scipy adapter; symmetric and positive in CG mode
     for mode, local in (("learned", "basic"), ("learned_restricted", "restrict")):
-        pc = pc_from_options(A, "lap_", pc=PC, model=path, local_type=local)
+        pc = pc_from_options(A, "lap_", pc=PC, **_insitu(path), local_type=local)
         ys = np.random.default_rng(1).standard_normal(p.n)
         X, Y, MX, MY = b, layout.from_natural(ys), layout.vec(), layout.vec()
         pc.apply(X, MX), pc.apply(Y, MY)
@@ -140,20 +145,22 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
     b_ch = A_ch.createVecLeft()
     b_ch.set(1.0)
     cases = [
-        (lambda: solve_with_pc_options(A_ch, b_ch, "b0_", pc=PC, model=path2),
+        (lambda: solve_with_pc_options(A_ch, b_ch, "b0_", pc=PC, **_insitu(path2)),
          "is not the one this learned coarse space"),
-        (lambda: solve_with_pc_options(A_other, b_other, "b1_", pc=PC, model=path),
+        (lambda: solve_with_pc_options(A_other, b_other, "b1_", pc=PC, **_insitu(path)),
          "the matrix has 127 rows but the model was trained for 63"),
-        (lambda: solve_with_pc_options(A, b, "b2_", pc=PC, model=corrupt),
+        (lambda: solve_with_pc_options(A, b, "b2_", pc=PC, **_insitu(corrupt)),
          "not a readable ddlearn checkpoint"),
-        (lambda: solve_with_pc_options(A, b, "b3_", pc=PC, model=str(tmp_path / "none.pt")),
-         "no learned coarse-space model at"),
-        (lambda: solve_with_pc_options(A, b, "b4_", pc=PC, model=path, local_type="restrict"),
+        (lambda: solve_with_pc_options(A, b, "b3_", pc=PC,
+                                       **_insitu(str(tmp_path / "none.pt"))),
+         "no in-situ learned checkpoint at"),
+        (lambda: solve_with_pc_options(A, b, "b4_", pc=PC, **_insitu(path),
+                                       local_type="restrict"),
          "is not symmetric, so CG does not apply"),
         (lambda: solve_with_pc_options(A, b, "b5_", model=path, ksp="gmres", mode="attention"),
          "is a learned coarse space, not a paper-form operator"),
-        (lambda: solve_with_pc_options(A, b, "b6_", pc=PC, model=path, coarse_space="hats"),
-         "-ddlearn_model was given with coarse space hats"),
+        (lambda: solve_with_pc_options(A, b, "b6_", pc=PC, coarse_space="learned_insitu"),
+         "learned_insitu needs its checkpoint"),
     ]
     for run, expected in cases:
         msgs = raised_everywhere(run, exc=Exception)
@@ -167,7 +174,7 @@ def test_learned_pc_view(tmp_path):
     dec = Decomposition(p.grid, 4, 1)
     path = _save(tmp_path, "view.pt", _perturbed(dec), p)
     A = Layout(dec).matrix(p)
-    pc = pc_from_options(A, "view_", pc=PC, model=path)
+    pc = pc_from_options(A, "view_", pc=PC, **_insitu(path))
     out = view_text(pc, tmp_path / "view.txt")
     for text in ("coarse space learned", "N = 4 subdomains", "n_0 = 1 ", "untrained",
                  "PC Object: (view_ddlearn_local_)", "type: asm", "KSP Object: (view_ddlearn_coarse_)"):
@@ -191,8 +198,8 @@ def test_learned_coarse_space_in_natural_ordering(tmp_path):
     A_nat.setPreallocationCSR((local.indptr, local.indices, local.data))
     A_nat.assemble()
     x = np.random.default_rng(3).standard_normal(p.n)
-    pcs = [pc_from_options(A_dd, "dd_", pc=PC, model=path),
-           pc_from_options(A_nat, "nat_", pc=PC, model=path)]
+    pcs = [pc_from_options(A_dd, "dd_", pc=PC, **_insitu(path)),
+           pc_from_options(A_nat, "nat_", pc=PC, **_insitu(path))]
     X, Y = layout.from_natural(x), layout.vec()
     pcs[0].apply(X, Y)
     y_dd = layout.to_natural(Y)

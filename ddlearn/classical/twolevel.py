@@ -7,6 +7,15 @@ r"""Classical two-level additive Schwarz as the sum of its composable pieces:
 the one-level part a PCASM on the given subdomains (:mod:`.overlapping`, options prefix
 ``local_`` after the PC's), the coarse part a :class:`~.galerkin.CoarseCorrection` (prefix
 ``coarse_``), both nested PETSc objects.
+
+The coarse correction :math:`Q = \Phi A_0^{-1}\Phi^T` enters in one of three forms
+(:data:`CORRECTIONS`), with :math:`M_1^{-1}` the one-level part:
+
+- ``additive``: :math:`Q + M_1^{-1}` (symmetric; one coarse solve per apply);
+- ``balanced``: :math:`Q + (I - QA)\,M_1^{-1}(I - AQ)` (symmetric, the balancing
+  Neumann–Neumann form; two coarse solves and two products with :math:`A`);
+- ``deflated``: :math:`Q + M_1^{-1}(I - AQ)` (nonsymmetric: GMRES/FGMRES; one coarse solve, one
+  product with :math:`A`).
 """
 from __future__ import annotations
 
@@ -16,7 +25,10 @@ from .galerkin import CoarseCorrection
 from .overlapping import asm_pc
 from .timing import Stopwatch
 
-__all__ = ["TwoLevelSchwarz", "matrix_structure"]
+__all__ = ["TwoLevelSchwarz", "matrix_structure", "CORRECTIONS"]
+
+#: the forms of the coarse correction; the value says whether the form is symmetric
+CORRECTIONS = {"additive": True, "balanced": True, "deflated": False}
 
 
 def matrix_structure(P: PETSc.Mat) -> tuple:
@@ -42,25 +54,36 @@ class TwoLevelSchwarz:
         one-level Schwarz alone.
     variant : str
         ASM variant of the local part; ``basic`` keeps the preconditioner symmetric.
+    correction : str
+        Form of the coarse correction, one of :data:`CORRECTIONS`.
     prefix : str
         Added to the PC's options prefix for the nested objects:
         ``-{pc prefix}{prefix}local_*`` and ``-{pc prefix}{prefix}coarse_*``.
     """
 
     def __init__(self, subdomains, Phi: PETSc.Mat | None, variant: str = "basic",
-                 prefix: str = ""):
+                 prefix: str = "", correction: str = "additive"):
+        if correction not in CORRECTIONS:
+            raise ValueError(f"unknown -ddlearn_coarse_correction {correction!r}; choose one of "
+                             f"{', '.join(CORRECTIONS)}")
         self.subdomains, self.Phi, self.variant, self.prefix = subdomains, Phi, variant, prefix
-        self.local = self.coarse = self._structure = None
+        self.correction = correction
+        self.local = self.coarse = self._structure = self.A = None
         self._prefix, self.timing = prefix, {}
-        self.timing = {}
+        self._work = ()
 
     @property
     def symmetric(self) -> bool:
-        return self.variant == "basic"
+        return self.variant == "basic" and CORRECTIONS[self.correction]
+
+    def same_structure(self, P: PETSc.Mat) -> bool:
+        """Whether a set-up for ``P`` is a values-only *update* of the last one (the one place
+        that decides it)."""
+        return self._structure is not None and self._structure == matrix_structure(P)
 
     def setUp(self, pc: PETSc.PC) -> None:
         _, P = pc.getOperators()
-        if self._structure is not None and self._structure == matrix_structure(P):
+        if self.same_structure(P):
             self.update(P)
         else:
             self.initialize(pc, P)
@@ -84,6 +107,9 @@ class TwoLevelSchwarz:
         elif self.Phi is not None:
             self.coarse = CoarseCorrection(P, self.Phi, self.subdomains.coarse_rank,
                                            self._prefix)
+        self.A = P
+        if self.coarse is not None and self.correction != "additive" and not self._work:
+            self._work = tuple(P.createVecLeft() for _ in range(3))
 
     def set_coarse_basis(self, Phi: PETSc.Mat | None) -> None:
         """A new coarse basis (for coarse spaces that depend on the matrix values): the next
@@ -103,21 +129,45 @@ class TwoLevelSchwarz:
         self.timing["coarse_s"] = clock.lap()
 
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:
-        self.local.apply(x, y)
-        if self.coarse is not None:
-            self.coarse.apply(x, y, add=True)
+        self._apply(x, y, self.local.apply)
 
     def applyTranspose(self, pc, x, y):
-        self.local.applyTranspose(x, y)
-        if self.coarse is not None:
+        if self.correction == "deflated" and self.coarse is not None:
+            # (Q + M1 (I - AQ))^T = Q + (I - QA) M1^T
+            q, z, t = self._work
+            self.coarse.apply(x, y)
+            self.local.applyTranspose(x, z)
+            self.A.mult(z, t)
+            self.coarse.apply(t, q)
+            y.axpy(1.0, z)
+            y.axpy(-1.0, q)
+            return
+        self._apply(x, y, self.local.applyTranspose)
+
+    def _apply(self, x: PETSc.Vec, y: PETSc.Vec, one_level) -> None:
+        if self.coarse is None:
+            one_level(x, y)
+        elif self.correction == "additive":
+            one_level(x, y)
             self.coarse.apply(x, y, add=True)
+        else:
+            q, z, r = self._work
+            self.coarse.apply(x, q)             # q = Q x
+            self.A.mult(q, r)
+            r.aypx(-1.0, x)                     # r = (I - A Q) x
+            one_level(r, z)                     # z = M1 r
+            y.waxpy(1.0, q, z)
+            if self.correction == "balanced":   # y -= Q A z
+                self.A.mult(z, r)
+                self.coarse.apply(r, q)
+                y.axpy(-1.0, q)
 
     def view(self, pc: PETSc.PC, viewer: PETSc.Viewer) -> None:
         s = self.subdomains
         n0 = self.Phi.getSize()[1] if self.Phi is not None else 0
-        viewer.printfASCII(f"  two-level additive Schwarz: N = {s.N} subdomains, overlap "
-                           f"{s.overlap}, n_0 = {n0} coarse functions on rank {s.coarse_rank}, "
-                           f"local variant {self.variant}\n")
+        viewer.printfASCII(f"  two-level Schwarz, {self.correction} coarse correction: N = {s.N} "
+                           f"subdomains, overlap {s.overlap}, n_0 = {n0} coarse functions on rank "
+                           f"{s.coarse_rank}, local variant {self.variant}\n")
         if self.local is None:
             return
         viewer.printfASCII("  overlapping (one-level) part:\n")
@@ -142,4 +192,7 @@ class TwoLevelSchwarz:
             self.local.destroy()
         if self.coarse is not None:
             self.coarse.destroy()
-        self.local = self.coarse = self._structure = None
+        for v in self._work:
+            v.destroy()
+        self.local = self.coarse = self._structure = self.A = None
+        self._work = ()

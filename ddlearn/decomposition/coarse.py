@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "hats_on_boxes", "nicolaides", "coarse_space", "COARSE_SPACES"]
+__all__ = ["interface_hats", "q1_hats", "hats_on_boxes", "nicolaides", "coarse_space", "GRID_COARSE_SPACES"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -98,7 +98,8 @@ def _hats(dec):
     return interface_hats(dec) if len(dec.grid) == 1 else q1_hats(dec)
 
 
-COARSE_SPACES = {"hats": _hats, "nicolaides": nicolaides}
+#: the coarse spaces of a structured grid decomposition, by name
+GRID_COARSE_SPACES = {"hats": _hats, "nicolaides": nicolaides}
 
 
 def coarse_space(name: str, dec: Decomposition) -> sp.csr_matrix:
@@ -110,10 +111,10 @@ def coarse_space(name: str, dec: Decomposition) -> sp.csr_matrix:
         For an unknown name or an empty coarse space (e.g. hats with one subdomain per direction).
     """
     try:
-        Phi = COARSE_SPACES[name](dec)
+        Phi = GRID_COARSE_SPACES[name](dec)
     except KeyError:
         raise ValueError(f"unknown coarse space {name!r}; choose one of "
-                         f"{sorted(COARSE_SPACES)}") from None
+                         f"{sorted(GRID_COARSE_SPACES)}") from None
     if Phi.shape[1] == 0:
         raise ValueError(f"the {name!r} coarse space is empty for box grid {dec.boxes}: "
                          f"use more subdomains per direction or coarse space 'nicolaides'")

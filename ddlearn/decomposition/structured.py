@@ -28,12 +28,15 @@ def split(n: int, N: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)])
 
 
-def box_grid(N: int) -> tuple[int, int]:
-    """The most square factorisation ``N = Nx * Ny`` with ``Nx <= Ny``."""
-    Nx = int(np.sqrt(N))
-    while N % Nx:
-        Nx -= 1
-    return Nx, N // Nx
+def box_grid(N: int, dim: int = 2) -> tuple[int, ...]:
+    """The most cube-like factorisation ``N = N_1 ... N_dim`` with ``N_1 <= ... <= N_dim``
+    (2D: ``Nx <= Ny``)."""
+    if dim == 1:
+        return (N,)
+    first = int(round(N ** (1.0 / dim)))
+    while first > 1 and (N % first or first ** dim > N):
+        first -= 1
+    return tuple(sorted((first, *box_grid(N // first, dim - 1))))
 
 
 def assign_ranks(N: int, P: int) -> np.ndarray:

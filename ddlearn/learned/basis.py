@@ -49,11 +49,11 @@ from ..decomposition.coarse import coarse_space
 from .attention import SchwarzAttention
 from .distributed import apply_batch
 
-__all__ = ["KIND", "VARIANTS", "learned_meta", "distributed_basis", "gather_smoothing",
+__all__ = ["INSITU_KIND", "VARIANTS", "learned_meta", "distributed_basis", "gather_smoothing",
            "petsc_basis", "basis_correction_model", "perturb_", "LearnedBasis",
            "aslinearoperator", "describe"]
 
-KIND = "learned-two-level"
+INSITU_KIND = "learned-two-level"
 #: local part of each mode: ``basic`` (SPD, CG) or ``restrict`` (RAS, GMRES/FGMRES)
 VARIANTS = {"learned": "basic", "learned_restricted": "restrict"}
 
@@ -189,12 +189,12 @@ def petsc_basis(basis: LearnedBasis, layout) -> PETSc.Mat:
 def learned_meta(coarse: str, smoothing, layout, A, training: dict | None = None,
                  problem: dict | None = None) -> dict:
     r"""The metadata that makes a Schwarz-attention checkpoint a learned coarse space (kind
-    :data:`KIND`): the classical coarse space it corrects, the smoothing weights
+    :data:`INSITU_KIND`): the classical coarse space it corrects, the smoothing weights
     :math:`\omega_i`, the fingerprint of the matrix ``A`` (in ``layout``'s ordering) it serves
     (collective; it also tells a PC which numbering a user's matrix is in), the training record
     and the problem. The one place that writes these entries:
     ``model.save(path, **learned_meta(...))`` or ``model.meta.update(learned_meta(...))``."""
-    meta = {"preconditioner": KIND, "coarse": coarse,
+    meta = {"preconditioner": INSITU_KIND, "coarse": coarse,
             "smoothing": [float(w) for w in smoothing],
             "fingerprint": layout.fingerprint(A).tolist()}
     if training is not None:

@@ -32,7 +32,7 @@ from petsc4py import PETSc
 from ..classical.krylov import require_symmetric_pc
 from ..classical.overlapping import asm_pc
 from ..decomposition.collective import collective_check
-from ..learned.basis import KIND
+from ..learned.basis import INSITU_KIND
 from ..learned.distributed import DistributedSchwarzAttention
 
 __all__ = ["SchwarzAttentionPC", "MODES"]
@@ -72,7 +72,7 @@ class SchwarzAttentionPC:
                              "attach one with SchwarzAttentionPC(model=...)")
             self.model = DistributedSchwarzAttention.load(self.path, comm=comm,
                                                           coarse_rank=self.coarse_rank)
-        collective_check(comm, self.model.meta.get("preconditioner") != KIND,
+        collective_check(comm, self.model.meta.get("preconditioner") != INSITU_KIND,
                          "this checkpoint is a learned coarse space, not a paper-form operator: "
                          "select it with -pc_python_type ddlearn.pc.TwoLevelSchwarzPC "
                          "-ddlearn_model FILE")

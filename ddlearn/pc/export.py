@@ -33,7 +33,7 @@ from petsc4py import PETSc
 from ..decomposition.layout import sequential_aij
 from ..decomposition.problems import make_problem
 from ..learned import checkpoint as ckpt_io
-from ..learned.basis import KIND, VARIANTS, LearnedBasis
+from ..learned.basis import INSITU_KIND, VARIANTS, LearnedBasis
 
 __all__ = ["MAGIC", "VERSION", "export", "export_checkpoint", "read", "NativeExport"]
 
@@ -84,8 +84,8 @@ def export_checkpoint(checkpoint: str, problem, path: str, mode: str = "learned"
     Raises ``ValueError`` for a checkpoint of another kind or problem."""
 
     S, meta = ckpt_io.load(checkpoint, problem=problem.describe())
-    if meta.get("preconditioner") != KIND:
-        raise ValueError(f"{checkpoint} is not a learned-preconditioner checkpoint (kind {KIND})")
+    if meta.get("preconditioner") != INSITU_KIND:
+        raise ValueError(f"{checkpoint} is not a learned-preconditioner checkpoint (kind {INSITU_KIND})")
     export(path, LearnedBasis.serial(S, problem, meta["coarse"], meta.get("smoothing")), mode)
 
 

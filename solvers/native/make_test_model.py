@@ -21,6 +21,7 @@ from ddlearn.decomposition import Decomposition  # noqa: E402
 from ddlearn.learned.distributed import DistributedSchwarzAttention  # noqa: E402
 from ddlearn.learned.basis import (LearnedBasis, aslinearoperator, learned_meta,  # noqa: E402
                              basis_correction_model, perturb_)
+from ddlearn.learned.coarse.learned_insitu import LearnedInsitu  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.classical.krylov import solve  # noqa: E402
@@ -47,7 +48,7 @@ def main(out, n=31, N=16):
     d.meta.update(learned_meta("hats", omega, d.layout, A))
     b = d.layout.from_natural(np.ones(p.n))
     res = solve(A, b, lambda pc: (pc.setType("python"),
-                                  pc.setPythonContext(TwoLevelSchwarzPC(model=d))), rtol=1e-8)
+                                  pc.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(d)))), rtol=1e-8)
     with open(os.path.join(out, "expect.opts"), "w") as f:
         f.write(f"-expect_iterations {res.iterations}\n")
     print(f"wrote {out}: Python PC {res.iterations} iterations, {res.reason}")

@@ -1,0 +1,116 @@
+r"""What GDSW-type coarse spaces share: the interface of the non-overlapping parts, its
+components, the energy-minimal extension into the parts, and the serial build on rank 0.
+
+- Interface :math:`\Gamma`: the nodes with a matrix neighbour in another part.
+- The *touch set* of an interface node: the parts of the node and of its matrix neighbours.
+  Interface components: :math:`\Gamma` split by touch set, then into connected pieces (in 2D
+  the edges between two parts and the vertices where three or more meet).
+- Energy-minimal extension of interface values :math:`\Phi_\Gamma`:
+  :math:`\Phi_I = -A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma`, :math:`A_{II}` block diagonal over the
+  parts (one sparse LU each).
+
+With block size :math:`b > 1` the interface is a set of nodes and every dof of a node belongs to
+it. Built serially (scipy) from the whole matrix gathered on rank 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spla
+
+from ...decomposition.collective import collective_check
+from ...decomposition.partition import gather_matrix, scatter_rows
+from ..coarse_space import CoarseInput, CoarseVectors
+
+__all__ = ["interface_components", "touch_sets", "energy_minimal_extension", "on_rank0"]
+
+
+def _node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
+    if bs == 1:
+        return A
+    n = A.shape[0]
+    C = sp.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // bs)), shape=(n, n // bs))
+    return (C.T @ abs(A) @ C).tocsr()
+
+
+def interface_components(A: sp.csr_matrix, part: np.ndarray, block_size: int = 1):
+    """``(gamma, component, keys)``: the interface *nodes*, the component of each, and the
+    touch set (sorted tuple of parts) of each component. Nodes are dofs for block size 1."""
+    A = _node_matrix(sp.csr_matrix(A), block_size)
+    part = part[::block_size]
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    cross = part[A.indices] != part[rows]
+    gamma = np.unique(rows[cross])
+    touch = sp.csr_matrix((np.ones(len(rows)), (rows, part[A.indices])),
+                          shape=(A.shape[0], int(part.max()) + 1))
+    touch = touch[gamma].tolil()
+    keys = {}
+    label = np.array([keys.setdefault(tuple(r), len(keys)) for r in touch.rows], dtype=np.int64)
+    G = A[gamma][:, gamma].tocoo()
+    same = label[G.row] == label[G.col]
+    H = sp.csr_matrix((np.ones(int(same.sum())), (G.row[same], G.col[same])),
+                      shape=(len(gamma), len(gamma)))
+    _, component = csgraph.connected_components(H, directed=False)
+    by_label = {v: k for k, v in keys.items()}
+    first = np.unique(component, return_index=True)[1]
+    return gamma, component, [by_label[label[j]] for j in first]
+
+
+def touch_sets(A: sp.csr_matrix, part: np.ndarray, gamma: np.ndarray, block_size: int = 1):
+    """The touch set of each interface node (a tuple of parts)."""
+    A = _node_matrix(sp.csr_matrix(A), block_size)
+    part = part[::block_size]
+    touch = sp.csr_matrix(A[gamma])
+    touch = sp.csr_matrix((np.ones(touch.nnz), touch.indices, touch.indptr),
+                          shape=touch.shape)
+    own = sp.csr_matrix((np.ones(len(gamma)), (np.arange(len(gamma)), gamma)), shape=touch.shape)
+    touch = (touch + own).tocsr()
+    return [tuple(np.unique(part[touch.indices[touch.indptr[k]:touch.indptr[k + 1]]]))
+            for k in range(len(gamma))]
+
+
+def energy_minimal_extension(A: sp.csr_matrix, part: np.ndarray, interface: np.ndarray,
+                             Phi_gamma: sp.csr_matrix) -> sp.csr_matrix:
+    r""":math:`\Phi` with the values ``Phi_gamma`` (shape ``(n, n0)``, nonzero on the interface
+    dofs ``interface`` only) on :math:`\Gamma` and :math:`-A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma` in
+    each part's interior; each part solves only for the columns that touch it."""
+    A = sp.csr_matrix(A)
+    n = A.shape[0]
+    interior = np.setdiff1d(np.arange(n), interface)
+    rhs = -(A[interior] @ Phi_gamma).tocsc()
+    G = sp.coo_matrix(Phi_gamma)
+    rows, cols, vals = [G.row], [G.col], [G.data]
+    for p in np.unique(part[interior]):
+        mine = np.flatnonzero(part[interior] == p)
+        local = rhs[mine]
+        touching = np.flatnonzero(np.diff(local.indptr))
+        if not len(touching):
+            continue
+        lu = spla.splu(sp.csc_matrix(A[interior[mine]][:, interior[mine]]))
+        X = lu.solve(local[:, touching].toarray())
+        r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
+        rows.append(interior[mine][r]), cols.append(touching[c]), vals.append(X[r, c])
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=Phi_gamma.shape)
+
+
+def on_rank0(inp: CoarseInput, build, what: str) -> tuple[CoarseVectors, dict]:
+    """Run ``build(A, part, Z, block_size) -> (Phi, info)`` on rank 0 with the gathered matrix,
+    the parts and the gathered near-null space (``None``: constants), and give every rank its
+    rows of :math:`\\Phi` and ``info`` (collective; an error on rank 0 is raised everywhere)."""
+    comm = inp.comm
+    mpi = comm.tompi4py()
+    A0 = gather_matrix(inp.A)
+    Z = mpi.gather(inp.null_space, root=0)
+    Phi, info, error = None, None, None
+    if mpi.Get_rank() == 0:
+        try:
+            Phi, info = build(A0, inp.subdomains.part, None if inp.null_space is None
+                              else np.concatenate(Z), inp.block_size)
+        except (ValueError, RuntimeError) as e:
+            error = f"the {what} coarse space cannot be built: {e}"
+    collective_check(comm, mpi.bcast(error, root=0) is None, str(mpi.bcast(error, root=0)))
+    info = mpi.bcast(info, root=0)
+    rows = scatter_rows(comm, Phi, np.asarray(inp.A.getOwnershipRanges()))
+    return CoarseVectors.from_rows(rows, inp.A.getOwnershipRange()[0]), info

@@ -1,0 +1,181 @@
+r"""GenEO-type spectral coarse space on overlapping subdomains.
+
+Per subdomain :math:`i` the generalized eigenproblem between the local Neumann matrix
+(:mod:`ddlearn.classical.neumann`: the user's auxiliary matrix, or the algebraic one) and its
+partition-of-unity-weighted counterpart,
+
+.. math:: A_i^N v = \lambda\, D_i A_i^N D_i\, v,
+
+and the eigenvectors of the smallest :math:`\lambda` (the ``nev`` smallest, or those below a
+threshold :math:`\tau`) give coarse vectors :math:`R_i^T D_i v`. CG iterations of the two-level
+method then grow like :math:`\sqrt{1/\lambda_{k+1}}` however high the contrast.
+
+*Solve*: both sides may be singular (a floating subdomain), so the pencil is solved as
+:math:`D_iA_i^ND_i v = \mu (A_i^N + \varepsilon\,\mathrm{diag}\,A_i^N) v` for the largest
+:math:`\mu` (:math:`\lambda \approx 1/\mu`; :func:`~ddlearn.classical.neumann.regularised_pencil`).
+With SLEPc (Krylov–Schur, the shift spectral transform factoring the right-hand matrix once by
+Cholesky) on ``COMM_SELF`` per subdomain, or scipy's ARPACK with the same factorisation.
+
+Options (``-<prefix>ddlearn_spectral_``): ``nev k`` (default 8), ``threshold tau`` (default 0:
+all ``nev``), ``eigensolver {slepc,scipy}``, ``tol``, and SLEPc's own under ``eps_``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from mpi4py import MPI
+from petsc4py import PETSc
+from slepc4py import SLEPc
+
+from ...decomposition.collective import collective_check
+from ...decomposition.layout import sequential_aij
+from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
+from ..neumann import neumann_matrices, regularised_pencil
+
+__all__ = ["EIGENSOLVERS", "SpectralSettings", "local_eigenvectors", "Spectral"]
+
+EIGENSOLVERS = ("slepc", "scipy")
+
+
+class SpectralSettings:
+    """``nev`` eigenvectors per subdomain at most; with ``threshold`` > 0 only those with
+    :math:`\\lambda < \\tau` among them; ``tol`` of the eigensolver."""
+
+    def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
+                 tol: float = 1e-10):
+        if int(nev) != nev or nev < 1:
+            raise ValueError(f"-ddlearn_spectral_nev must be a positive integer, got {nev!r}")
+        if threshold < 0:
+            raise ValueError(f"-ddlearn_spectral_threshold must be positive (or 0 for 'the nev "
+                             f"smallest'), got {threshold!r}")
+        if eigensolver not in EIGENSOLVERS:
+            raise ValueError(f"unknown -ddlearn_spectral_eigensolver {eigensolver!r}; choose one "
+                             f"of {', '.join(EIGENSOLVERS)}")
+        self.nev, self.threshold, self.eigensolver, self.tol = int(nev), threshold, eigensolver, tol
+
+    def describe(self) -> dict:
+        return {"nev": self.nev, "threshold": self.threshold, "eigensolver": self.eigensolver}
+
+
+def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str):
+    Bp, Mp = sequential_aij(B), sequential_aij(M)
+    eps = SLEPc.EPS().create(comm=PETSc.COMM_SELF)
+    eps.setOperators(Bp, Mp)
+    eps.setProblemType(SLEPc.EPS.ProblemType.GHEP)
+    eps.setWhichEigenpairs(SLEPc.EPS.Which.LARGEST_REAL)
+    eps.setDimensions(nev)
+    eps.setTolerances(tol, 1000)
+    ksp = eps.getST().getKSP()
+    ksp.setType(PETSc.KSP.Type.PREONLY)
+    ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
+    eps.setOptionsPrefix(prefix)  # SLEPc adds eps_: -ddlearn_spectral_eps_max_it, ..._eps_type
+    eps.setFromOptions()
+    eps.solve()
+    found = eps.getConverged()
+    mu, V = np.zeros(min(found, nev)), np.zeros((B.shape[0], min(found, nev)))
+    vr = Bp.createVecRight()
+    for k in range(len(mu)):
+        mu[k] = eps.getEigenpair(k, vr).real
+        V[:, k] = vr.getArray(readonly=True)
+    for o in (eps, Bp, Mp, vr):
+        o.destroy()
+    return mu, V
+
+
+def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str):
+    n = B.shape[0]
+    if nev >= n - 1:  # ARPACK needs k < n: small subdomains are solved densely
+        mu, V = sla.eigh(B.toarray(), M.toarray())
+    else:
+        lu = spla.splu(sp.csc_matrix(M))
+        Minv = spla.LinearOperator(M.shape, matvec=lu.solve, dtype=np.float64)
+        mu, V = spla.eigsh(B, k=nev, M=M, Minv=Minv, which="LA", tol=tol,
+                           v0=np.ones(n))
+    order = np.argsort(mu)[::-1][:nev]
+    return mu[order], V[:, order]
+
+
+def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
+                       prefix: str = "ddlearn_spectral_"):
+    r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^ND v`, smallest
+    first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with
+    ``prefix`` (``-{prefix}eps_max_it``, ...)."""
+    B, M = regularised_pencil(AN, D)
+    nev = min(settings.nev, AN.shape[0])
+    solve = _slepc if settings.eigensolver == "slepc" else _scipy
+    mu, V = solve(B, M, nev, settings.tol, prefix)
+    lam = 1.0 / np.maximum(mu, 1e-300)
+    keep = lam < settings.threshold if settings.threshold > 0 else np.ones(len(lam), bool)
+    return lam[keep], V[:, keep]
+
+
+class Spectral(CoarseSpace):
+    """The spectral coarse space; keywords as :class:`SpectralSettings`."""
+
+    name = "spectral"
+    value_dependent = True
+
+    def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
+                 tol: float = 1e-10):
+        super().__init__()
+        self.settings = SpectralSettings(nev, threshold, eigensolver, tol)
+        self._prefix = "ddlearn_spectral_"
+
+    def set_from_options(self, prefix: str) -> None:
+        opts, s = self.options(prefix), self.settings
+        self._prefix = f"{prefix}{self.name}_"
+        # same options on every rank, so a bad value raises on every rank
+        self.settings = SpectralSettings(opts.getInt("nev", s.nev),
+                                         opts.getReal("threshold", s.threshold),
+                                         opts.getString("eigensolver", s.eigensolver),
+                                         opts.getReal("tol", s.tol))
+
+    def vectors(self, inp: CoarseInput) -> CoarseVectors:
+        r"""The coarse vectors :math:`R_i^TD_iv` (collective). A subdomain whose eigensolve did
+        not give what was asked stops the set-up on every rank, naming it: never a silently
+        partial coarse space."""
+        comm, s, settings = inp.comm, inp.subdomains, self.settings
+        found, problems = {}, []
+        ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space")
+        for i, I, D, AN in zip(s.ids, s.overlapping, s.weights, ANs):
+            try:
+                lam, V = local_eigenvectors(AN, D, settings, self._prefix)
+            except (PETSc.Error, RuntimeError, spla.ArpackNoConvergence) as e:
+                problems.append(f"subdomain {int(i)}: {e}")
+                continue
+            if settings.threshold == 0 and V.shape[1] < min(settings.nev, len(I)):
+                problems.append(f"subdomain {int(i)}: {V.shape[1]} of {settings.nev} "
+                                f"eigenpairs converged")
+            found[int(i)] = (I, D, V, lam)
+        collective_check(comm, not problems,
+                         "the spectral coarse space's eigensolve failed on " + "; ".join(problems)
+                         + ": try the other -ddlearn_spectral_eigensolver, a smaller "
+                         "-ddlearn_spectral_nev, a looser -ddlearn_spectral_tol or more "
+                         "-ddlearn_spectral_eps_max_it")
+        out = subdomain_columns(comm, s.N, {i: f[:3] for i, f in found.items()})
+        counts = [len(f[3]) for f in found.values()]
+        largest = [float(f[3].max()) for f in found.values() if len(f[3])]
+        mpi = comm.tompi4py()
+        self.found = {
+            "vectors": out.n0,
+            "per_subdomain_min": mpi.allreduce(min(counts, default=settings.nev), op=MPI.MIN),
+            "per_subdomain_max": mpi.allreduce(max(counts, default=0), op=MPI.MAX),
+            "largest_kept_lambda": mpi.allreduce(max(largest, default=0.0), op=MPI.MAX),
+            "auxiliary": inp.auxiliary is not None}
+        return out
+
+    def describe(self) -> dict:
+        return {"name": self.name, **self.settings.describe(), **self.found}
+
+    def view(self, viewer: PETSc.Viewer) -> None:
+        m = self.describe()
+        if "vectors" not in m:
+            return super().view(viewer)
+        viewer.printfASCII(f"  spectral coarse space ({m['eigensolver']}, "
+                           f"{'auxiliary' if m['auxiliary'] else 'algebraic'} Neumann matrices): "
+                           f"{m['vectors']} eigenvectors, {m['per_subdomain_min']}.."
+                           f"{m['per_subdomain_max']} per subdomain (nev {m['nev']}, threshold "
+                           f"{m['threshold']:g}), largest kept lambda "
+                           f"{m['largest_kept_lambda']:.3g}\n")

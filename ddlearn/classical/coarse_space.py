@@ -1,0 +1,222 @@
+r"""The coarse-space protocol: what every coarse space :math:`\Phi \in \mathbb R^{n\times n_0}`
+of the two-level method is given, what it returns and how it is configured.
+
+A coarse space (one class per family, one file per family under :mod:`ddlearn.classical.coarse`
+and :mod:`ddlearn.learned.coarse`, listed in one registry, :mod:`ddlearn.pc.registry`) knows
+
+- its ``name`` (``-<prefix>ddlearn_coarse_space NAME``) and whether it depends on the matrix
+  *values* (``value_dependent``: rebuilt when the same matrix comes back with new values);
+- its options, read by :meth:`CoarseSpace.set_from_options` under ``-<prefix>ddlearn_NAME_``;
+- how it is viewed (:meth:`CoarseSpace.view`, one line under ``-ksp_view``);
+- how it computes :math:`\Phi` (:meth:`CoarseSpace.vectors`) from a :class:`CoarseInput`: the
+  matrix, the subdomains, and whatever auxiliary data the user handed the PC (coordinates, the
+  near-null space, local Neumann matrices).
+
+"hats + X" is one composition (:class:`Composite`, ``-ddlearn_coarse_space hats+spectral``):
+the columns of the parts side by side.
+
+:math:`\Phi` travels as this rank's entries in coordinate form (:class:`CoarseVectors`, global
+rows of the matrix, columns ``0..n_0-1``), assembled once by :func:`coarse_basis` into a PETSc
+matrix with the rows of :math:`A` and all columns on the coarse rank.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from petsc4py import PETSc
+
+from ..decomposition.layout import coarse_basis_matrix
+
+__all__ = ["CoarseInput", "CoarseVectors", "CoarseSpace", "Composite", "coarse_basis",
+           "subdomain_columns"]
+
+
+@dataclass
+class CoarseInput:
+    """What a coarse space is given (collective: every rank holds its share).
+
+    Attributes
+    ----------
+    A : PETSc.Mat
+        The (preconditioning) matrix, the user's numbering and row distribution.
+    subdomains : Subdomains
+        This rank's overlapping subdomains (:class:`~ddlearn.decomposition.partition.Subdomains`).
+    prefix : str
+        The PC's options prefix followed by ``ddlearn_``.
+    coordinates : ndarray or None
+        This rank's rows' coordinates, shape ``(local rows, dim)``.
+    null_space : ndarray or None
+        This rank's rows of the near-null space, shape ``(local rows, m)``
+        (:mod:`ddlearn.decomposition.nullspace`).
+    auxiliary : list of scipy.sparse matrices or None
+        The local Neumann matrices of this rank's subdomains, rows and columns in the order of
+        ``subdomains.overlapping[i]`` (``PCHPDDMSetAuxiliaryMat``); ``None``: not given.
+    block_size : int
+        Dofs per node (no subdomain splits a node).
+    """
+
+    A: PETSc.Mat
+    subdomains: object
+    prefix: str = "ddlearn_"
+    coordinates: np.ndarray | None = None
+    null_space: np.ndarray | None = None
+    auxiliary: list | None = None
+    block_size: int = 1
+
+    @property
+    def comm(self):
+        return self.A.getComm()
+
+
+@dataclass
+class CoarseVectors:
+    """This rank's entries of :math:`\\Phi` in coordinate form: ``rows`` (global rows of the
+    matrix, any rank's), ``cols`` (``0..n0-1``, the same numbering on every rank), ``vals``;
+    each ``(row, col)`` given once overall. ``n0`` is the global number of columns."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    n0: int
+
+    @classmethod
+    def from_rows(cls, Phi_rows: sp.spmatrix, first_row: int) -> "CoarseVectors":
+        """From this rank's rows of :math:`\\Phi` (global columns), starting at ``first_row``."""
+        C = sp.coo_matrix(Phi_rows)
+        return cls(C.row.astype(np.int64) + first_row, C.col.astype(np.int64), C.data,
+                   int(C.shape[1]))
+
+    def shifted(self, offset: int) -> "CoarseVectors":
+        return CoarseVectors(self.rows, self.cols + offset, self.vals, self.n0)
+
+
+class CoarseSpace:
+    r"""Base of every coarse space; see the module docstring.
+
+    Subclasses set ``name`` (and ``value_dependent``), take their settings as constructor
+    keywords (the defaults that options override) and implement :meth:`vectors`.
+    """
+
+    name: ClassVar[str] = ""
+    #: the basis depends on the matrix values (rebuilt on a values-only re-setup)
+    value_dependent: ClassVar[bool] = False
+    #: the partitioner the space lives on (``boxes`` for the hats), or ``None`` for any
+    partitioner: ClassVar[str | None] = None
+    #: the space handles block size > 1 (vector problems)
+    supports_blocks: ClassVar[bool] = True
+
+    def __init__(self):
+        self.found: dict = {}
+
+    def set_from_options(self, prefix: str) -> None:
+        """Read ``-{prefix}{name}_*`` (``prefix``: the PC's prefix + ``ddlearn_``)."""
+
+    def options(self, prefix: str) -> PETSc.Options:
+        return PETSc.Options(f"{prefix}{self.name}_")
+
+    def subdomains(self, A: PETSc.Mat):
+        """Subdomains this space brings along (a space bound to its own decomposition), else
+        ``None``: the PC partitions (collective)."""
+        return None
+
+    def vectors(self, inp: CoarseInput) -> CoarseVectors:  # pragma: no cover - protocol
+        """This rank's entries of :math:`\\Phi` (collective)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """Settings and what the last build found (JSON-ready)."""
+        return {"name": self.name, **self.found}
+
+    def view(self, viewer: PETSc.Viewer) -> None:
+        details = ", ".join(f"{k} {v}" for k, v in self.describe().items() if k != "name")
+        viewer.printfASCII(f"  coarse space {self.name}" + (f": {details}" if details else "")
+                           + "\n")
+
+    def __add__(self, other: "CoarseSpace") -> "Composite":
+        return Composite([self, other])
+
+    def destroy(self) -> None:
+        """Release what a build holds (collective)."""
+
+
+class Composite(CoarseSpace):
+    r"""Several coarse spaces side by side, :math:`\Phi = [\Phi_1 \mid \Phi_2 \mid \dots]`
+    (e.g. ``hats+spectral``)."""
+
+    def __init__(self, parts):
+        super().__init__()
+        flat = []
+        for p in parts:
+            flat += p.parts if isinstance(p, Composite) else [p]
+        self.parts = flat
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "+".join(p.name for p in self.parts)
+
+    @property
+    def value_dependent(self) -> bool:  # type: ignore[override]
+        return any(p.value_dependent for p in self.parts)
+
+    @property
+    def partitioner(self):  # type: ignore[override]
+        wanted = {p.partitioner for p in self.parts} - {None}
+        return wanted.pop() if len(wanted) == 1 else None
+
+    @property
+    def supports_blocks(self) -> bool:  # type: ignore[override]
+        return all(p.supports_blocks for p in self.parts)
+
+    def set_from_options(self, prefix: str) -> None:
+        for p in self.parts:
+            p.set_from_options(prefix)
+
+    def vectors(self, inp: CoarseInput) -> CoarseVectors:
+        pieces, offset = [], 0
+        for p in self.parts:
+            v = p.vectors(inp).shifted(offset)
+            pieces.append(v)
+            offset += v.n0
+        cat = np.concatenate
+        return CoarseVectors(cat([v.rows for v in pieces]), cat([v.cols for v in pieces]),
+                             cat([v.vals for v in pieces]), offset)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "parts": [p.describe() for p in self.parts]}
+
+    def view(self, viewer: PETSc.Viewer) -> None:
+        for p in self.parts:
+            p.view(viewer)
+
+    def destroy(self) -> None:
+        for p in self.parts:
+            p.destroy()
+
+
+def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int) -> PETSc.Mat:
+    r""":math:`\Phi` as a PETSc matrix: the rows of ``inp.A``, all columns on ``coarse_rank``
+    (so :math:`\Phi^Tx` lands there; collective)."""
+    return coarse_basis_matrix(inp.comm, inp.A.getLocalSize()[0], vectors.n0, vectors.rows,
+                               vectors.cols, vectors.vals, coarse_rank)
+
+
+def subdomain_columns(comm, N: int, found: dict) -> CoarseVectors:
+    r"""The coarse vectors :math:`R_i^TD_iV_i` of this rank's subdomains ``found = {i: (I_i, D_i,
+    V_i)}`` (global rows; columns numbered subdomain by subdomain, so every rank agrees on them;
+    collective over the ``N`` subdomains)."""
+    counts = {}
+    for part in comm.tompi4py().allgather({i: f[2].shape[1] for i, f in found.items()}):
+        counts.update(part)
+    offsets = np.concatenate([[0], np.cumsum([counts.get(i, 0) for i in range(N)])])
+    rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    for i, (I, D, V) in found.items():
+        k = V.shape[1]
+        rows.append(np.repeat(I, k))
+        cols.append(np.tile(np.arange(offsets[i], offsets[i] + k), len(I)))
+        vals.append((D[:, None] * V).ravel())
+    return CoarseVectors(np.concatenate(rows).astype(np.int64),
+                         np.concatenate(cols).astype(np.int64), np.concatenate(vals),
+                         int(offsets[-1]))

@@ -1,0 +1,123 @@
+r"""Local Neumann matrices :math:`A_i^N` of the overlapping subdomains: the matrix of the
+operator on subdomain :math:`i` with natural boundary conditions on the cut, the left-hand side
+of the spectral (GenEO-type) pencils.
+
+- *Auxiliary* (exact): assembled by the user's finite-element code on the subdomains it handed
+  the PC (``PCHPDDMSetAuxiliaryMat``; :func:`ddlearn.pc.set_auxiliary_matrices`).
+- *Algebraic* (otherwise): :math:`A_i^N = R_iAR_i^T - \mathrm{diag}\big(\sum_{j\notin I_i}
+  |a_{kj}|\big)_{k\in I_i}`, the local block with the couplings that leave the subdomain taken
+  out of the diagonal. For symmetric M-matrices with zero interior row sums (ddlearn's
+  finite-difference problems) this *is* the Neumann matrix; it is SPSD whenever :math:`A` is
+  diagonally dominant, and may be indefinite otherwise (elasticity, high-order elements): then
+  :func:`neumann_matrices` stops, on every rank, naming the fix, instead of handing an
+  eigensolver an indefinite pencil.
+
+Both sides of the pencil may be singular (a floating subdomain), so it is solved regularised,
+:func:`regularised_pencil`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from petsc4py import PETSc
+
+from ..decomposition.collective import collective_check
+
+__all__ = ["neumann_matrices", "algebraic_neumann", "regularised_pencil", "is_semidefinite",
+           "REGULARISATION"]
+
+#: relative diagonal shift of the Neumann matrix on the right-hand side of the pencil
+REGULARISATION = 1e-9
+
+
+def _abs_offdiagonal_sums(A: PETSc.Mat) -> PETSc.Vec:
+    r""":math:`\sum_{j\ne k}|a_{kj}|` for this rank's rows, as a distributed vector."""
+    indptr, indices, values = A.getValuesCSR()
+    lo, hi = A.getOwnershipRange()
+    rows = np.repeat(np.arange(lo, hi), np.diff(indptr))
+    off = np.where(indices != rows, np.abs(values), 0.0)
+    t = A.createVecLeft()
+    t.setArray(np.add.reduceat(off, indptr[:-1]) if len(off) else np.zeros(hi - lo))
+    return t
+
+
+def algebraic_neumann(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
+    r"""The algebraic :math:`A_i^N` of this rank's subdomains (scipy, local numbering = sorted
+    :math:`I_i`; collective)."""
+    sets = subdomains.index_sets(True)
+    blocks = A.createSubMatrices(sets, sets) if sets else []
+    t = _abs_offdiagonal_sums(A)
+    outside_all = subdomains.gather(t)
+    t.destroy()
+    for s in sets:
+        s.destroy()
+    out = []
+    for block, outside in zip(blocks, outside_all):
+        Ai = sp.csr_matrix(block.getValuesCSR()[::-1], shape=block.getSize())
+        block.destroy()
+        inside = np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal())
+        out.append((Ai - sp.diags(outside - inside)).tocsr())
+    return out
+
+
+def regularised_pencil(AN: sp.csr_matrix, D: np.ndarray):
+    r"""``(B, M)`` = :math:`(D A^N D,\ A^N + \varepsilon\,\mathrm{diag} A^N)`: the pencil
+    :math:`Bv = \mu Mv` whose largest :math:`\mu` are the smallest :math:`\lambda = 1/\mu` of
+    :math:`A^Nv = \lambda DA^NDv`. The shift is relative to each row's own diagonal: one
+    relative to the largest entry is invisible in a high-coefficient region and swamps a low
+    one at contrast 1e8."""
+    return ((sp.diags(D) @ AN @ sp.diags(D)).tocsr(),
+            (AN + sp.diags(REGULARISATION * np.abs(AN.diagonal()))).tocsr())
+
+
+def is_semidefinite(AN: sp.csr_matrix) -> bool:
+    r"""Whether :math:`A^N` is (numerically) positive semidefinite: at once when it is
+    diagonally dominant with a nonnegative diagonal, else by the signs of the pivots of a
+    symmetric elimination of :math:`A^N + \varepsilon\,\mathrm{diag}A^N` (Sylvester's law of
+    inertia)."""
+    d = AN.diagonal()
+    if np.any(d < 0):
+        return False
+    off = np.asarray(abs(AN).sum(axis=1)).ravel() - np.abs(d)
+    if np.all(d - off >= -1e-12 * np.maximum(d, 1e-300)):
+        return True
+    M = sp.csc_matrix(AN + sp.diags(REGULARISATION * np.abs(d)))
+    try:
+        lu = spla.splu(M, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                       options={"SymmetricMode": True})
+    except RuntimeError:  # an exactly singular pivot: not positive definite after the shift
+        return False
+    pivots = lu.U.diagonal()
+    scale = np.abs(d[lu.perm_c]) + 1e-300
+    return bool(np.all(pivots > -1e-6 * scale))
+
+
+def neumann_matrices(A: PETSc.Mat, subdomains, auxiliary=None,
+                     what: str = "this coarse space") -> list[sp.csr_matrix]:
+    r"""The local Neumann matrices of this rank's subdomains: the user's ``auxiliary``
+    matrices (already in the sorted order of :math:`I_i`) or, without them, the algebraic ones,
+    refused on every rank when one of them is indefinite (collective)."""
+    comm = A.getComm()
+    ANs = auxiliary if auxiliary is not None else algebraic_neumann(A, subdomains)
+    bad = [int(i) for i, a in zip(subdomains.ids, ANs) if not np.all(np.isfinite(a.data))]
+    collective_check(comm, not bad, f"the local matrices of subdomain(s) {bad[:8]} have "
+                     f"non-finite entries: check the matrix (a NaN or infinite coefficient)")
+    if auxiliary is not None:
+        bad = [f"subdomain {int(i)}: {a.shape} for {len(I)} rows"
+               for i, I, a in zip(subdomains.ids, subdomains.overlapping, auxiliary)
+               if a.shape != (len(I), len(I))]
+        collective_check(comm, not bad, "an auxiliary (Neumann) matrix does not match its "
+                         "subdomain: " + "; ".join(bad) + ": give one square matrix per "
+                         "subdomain, of that subdomain's size, in the order of its indices")
+        return [sp.csr_matrix(a, dtype=np.float64) for a in auxiliary]
+    bad = [int(i) for i, a in zip(subdomains.ids, ANs) if not is_semidefinite(a)]
+    collective_check(comm, not bad,
+                     f"{what} needs the local Neumann matrices, and the algebraic approximation "
+                     f"(exact for M-matrices) is indefinite on subdomain(s) "
+                     f"{bad[:8]}{'...' if len(bad) > 8 else ''}: this matrix is not an M-matrix "
+                     f"(e.g. elasticity). Hand the PC the subdomains' Neumann matrices from your "
+                     f"assembly (ddlearn.pc.set_subdomains + ddlearn.pc.set_auxiliary_matrices, "
+                     f"as PCHPDDMSetAuxiliaryMat) or use -ddlearn_coarse_space gdsw, rgdsw or "
+                     f"nicolaides")
+    return ANs
