@@ -174,15 +174,15 @@ class TwoLevelSchwarzPC:
         self.space: CoarseSpace | None = None
         self.two_level = self.subdomains = self.Phi = self._input = None
         self.timing: dict = {}
+        self.meta: dict = {}
 
     @property
     def symmetric(self) -> bool:
         return self.local_type == "basic" and CORRECTIONS.get(self.correction, True)
 
-    @property
-    def meta(self) -> dict:
-        """What the PC built: the coarse space's name, ``n0`` and each family's summary under
-        its name."""
+    def _summary(self) -> dict:
+        """What the PC built (kept as :attr:`meta` after the set-up): the coarse space's name,
+        ``n0`` and each family's summary under its name."""
         out = {"coarse_space": self.space.name if self.space else "none",
                "correction": self.correction,
                "n0": self.Phi.getSize()[1] if self.Phi is not None else 0}
@@ -255,6 +255,7 @@ class TwoLevelSchwarzPC:
             self.timing = {"partition_s": 0.0, "basis_s": clock.lap()}
             self.two_level.setUp(pc)  # same structure: values only (see TwoLevelSchwarz)
             self.timing.update(self.two_level.timing)
+            self.meta = self._summary()
             return
         self.reset(pc)
         clock = Stopwatch(comm)
@@ -303,6 +304,7 @@ class TwoLevelSchwarzPC:
                                          self.correction)
         self.two_level.setUp(pc)
         self.timing.update(self.two_level.timing)
+        self.meta = self._summary()
 
     def _auxiliary(self, pc: PETSc.PC, P: PETSc.Mat):
         """The user's auxiliary matrices, permuted into the sorted order of each :math:`I_i`."""
