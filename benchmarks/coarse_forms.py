@@ -38,7 +38,7 @@ import fem_diffusion  # noqa: E402
 from coarse_spaces import natural_matrix  # noqa: E402
 from ddlearn.classical.krylov import solve  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.learned.checkpoint import atomic_write_json  # noqa: E402
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD

@@ -34,7 +34,7 @@ def rhs_sets(problem):
     """name -> natural-ordering right-hand side, none of them seen in training."""
     import numpy as np
 
-    from ddlearn.learned.data import fourier_rhs
+    from ddlearn.learned.operators.data import fourier_rhs
 
     out = {f"random{s}": np.random.default_rng(100 + s).uniform(-1, 1, problem.n) for s in range(3)}
     point = np.zeros(problem.n)
@@ -48,10 +48,10 @@ def run_case(name, n, N, overlap, steps, extra):
     import torch
     from petsc4py import PETSc
 
-    from ddlearn.learned.distributed import DistributedSchwarzAttention
-    from ddlearn.learned.basis import (basis_correction_model, distributed_basis,
+    from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
+    from ddlearn.learned.coarse.basis import (basis_correction_model, distributed_basis,
                                        gather_smoothing, learned_meta)
-    from ddlearn.learned.pc_training import PCTrainConfig, train_preconditioner
+    from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner
     from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
     from ddlearn.pc import TwoLevelSchwarzPC
     from ddlearn.decomposition.problems import make_problem

@@ -29,7 +29,7 @@ def _model(n, N):
     import numpy as np
 
     from ddlearn.decomposition import Decomposition
-    from ddlearn.learned.basis import basis_correction_model, perturb_
+    from ddlearn.learned.coarse.basis import basis_correction_model, perturb_
     from ddlearn.decomposition.problems import make_problem
 
     p = make_problem("poisson2d", n)
@@ -48,8 +48,8 @@ def worker(args):
     from mpi4py import MPI
     from petsc4py import PETSc
 
-    from ddlearn.learned.distributed import DistributedSchwarzAttention
-    from ddlearn.learned.basis import learned_meta
+    from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
+    from ddlearn.learned.coarse.basis import learned_meta
     from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
     from ddlearn.pc import TwoLevelSchwarzPC
     from ddlearn.classical.krylov import solve
@@ -103,7 +103,7 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     from ddlearn.pc.export import export
-    from ddlearn.learned.basis import LearnedBasis
+    from ddlearn.learned.coarse.basis import LearnedBasis
 
     program, lib = os.path.join(BUILD, "laplace2d"), os.path.join(BUILD, "libddlearn_petsc.so")
     if not (os.path.exists(program) and os.path.exists(lib)):

@@ -1,11 +1,11 @@
 """Learned methods for the comparison harness: train them on the case at hand or load the cached
 checkpoint made for exactly that case.
 
-- ``learned``: the learned two-level preconditioner (:mod:`ddlearn.learned.basis`), trained inside
-  PETSc CG (:func:`ddlearn.learned.pc_training.train_preconditioner`).
+- ``learned``: the learned two-level preconditioner (:mod:`ddlearn.learned.coarse.basis`), trained inside
+  PETSc CG (:func:`ddlearn.learned.coarse.pc_training.train_preconditioner`).
 - ``attention``: the paper-form Schwarz attention operator alone (symmetric variant, so CG
   can run it), trained to approximate :math:`A^{-1}` on Fourier data as in the paper
-  (:func:`ddlearn.learned.training.train`), all distributed.
+  (:func:`ddlearn.learned.operators.training.train`), all distributed.
 
 A checkpoint's file name carries the problem, decomposition, coarse space and a hash of every
 training setting, and loading re-checks problem and configuration, so a cache hit is always a
@@ -22,13 +22,13 @@ from dataclasses import asdict, dataclass, field
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from ddlearn.learned.attention import SchwarzAttention
-from ddlearn.learned.basis import (INSITU_KIND, basis_correction_model, distributed_basis,
+from ddlearn.learned.operators.attention import SchwarzAttention
+from ddlearn.learned.coarse.basis import (INSITU_KIND, basis_correction_model, distributed_basis,
                                    gather_smoothing, learned_meta)
-from ddlearn.learned.data import make_splits
-from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
-from ddlearn.learned.pc_training import PCTrainConfig, train_preconditioner
-from ddlearn.learned.training import TrainConfig, fit_scale, train
+from ddlearn.learned.operators.data import make_splits
+from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
+from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner
+from ddlearn.learned.operators.training import TrainConfig, fit_scale, train
 
 __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
 

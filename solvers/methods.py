@@ -19,7 +19,7 @@ from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition.layout import Layout
-from ddlearn.learned import checkpoint
+from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
 from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC, set_coordinates
 

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
+from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
 from ddlearn.decomposition.coarse import coarse_space
-from ddlearn.learned.flare import FLARE, FLAREPlusPlus
+from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 

@@ -109,3 +109,17 @@ def test_many_fields_quick(tmp_path):
                if r["method"].startswith("learned"))
     assert "| 127² | channels | alone |" in mod.report(data)
     assert (tmp_path / "mf.png").stat().st_size > 10_000
+
+
+def test_coarse_forms_quick(tmp_path):
+    out = tmp_path / "cf.json"
+    mod = _load("coarse_forms")
+    mod.main(["--quick", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert all(r["converged"] and r["rnorm_true"] < 1e-6 for r in rows)
+    n0 = {r["coarse"]: r["n0"] for r in rows if r["case"].startswith("fem")
+          and r["correction"] == "additive"}
+    assert n0["rgdsw"] < n0["gdsw"], n0
+    assert {(r["coarse"], r["correction"]) for r in rows if r["case"] == "channels 255^2"} == \
+        {(c, f) for c in ("hats", "gdsw", "spectral") for f in mod.FORMS}
+    assert "| rgdsw | 16 |" in mod.summary(json.loads(out.read_text()))

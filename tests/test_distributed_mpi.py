@@ -6,12 +6,12 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import raised_everywhere
-from ddlearn.learned.attention import SchwarzAttention
-from ddlearn.learned.data import make_splits
-from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
+from ddlearn.learned.operators.attention import SchwarzAttention
+from ddlearn.learned.operators.data import make_splits
+from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
 from ddlearn.decomposition.layout import Layout
 from ddlearn.decomposition.problems import Poisson1D
-from ddlearn.learned.training import TrainConfig, train
+from ddlearn.learned.operators.training import TrainConfig, train
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -49,7 +49,7 @@ def test_gradients_match_serial():
     F = torch.randn(4, 63, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     (serial(F) ** 2).sum().backward()
     local = (d(F[:, rows(d)]) ** 2).sum()
-    from ddlearn.learned.distributed import allreduce_sum
+    from ddlearn.learned.operators.distributed import allreduce_sum
     allreduce_sum(local[None], COMM).sum().backward()
     loc = torch.from_numpy(d.layout.local_subdomains)
     np.testing.assert_allclose(d.Q.grad.numpy(), serial.Q.grad[loc].numpy(), rtol=1e-12, atol=1e-14)

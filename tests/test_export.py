@@ -8,7 +8,7 @@ from petsc4py import PETSc
 
 from ddlearn.pc import export
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
+from ddlearn.learned.coarse.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 

@@ -7,9 +7,9 @@ import torch
 
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
+from ddlearn.learned.coarse.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
 from ddlearn.decomposition.problems import make_problem
-from ddlearn.learned.pc_training import PCTrainConfig
+from ddlearn.learned.coarse.pc_training import PCTrainConfig
 from ddlearn.classical import reference
 
 

@@ -9,11 +9,11 @@ from conftest import (apply_gathered, pc_from_options, raised_everywhere, solve_
                       view_text)
 from ddlearn.decomposition.coarse import coarse_space
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned.distributed import DistributedSchwarzAttention
+from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
 from ddlearn.decomposition.layout import Layout
-from ddlearn.learned.basis import (aslinearoperator, basis_correction_model, distributed_basis,
+from ddlearn.learned.coarse.basis import (aslinearoperator, basis_correction_model, distributed_basis,
                                    gather_smoothing, learned_meta, perturb_)
-from ddlearn.learned.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
+from ddlearn.learned.coarse.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
                                          train_preconditioner)
 from ddlearn.decomposition.problems import make_problem
 

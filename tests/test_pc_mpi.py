@@ -6,8 +6,8 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
-from ddlearn.learned import checkpoint
-from ddlearn.learned.attention import SchwarzAttention
+from ddlearn.learned.operators import checkpoint
+from ddlearn.learned.operators.attention import SchwarzAttention
 from ddlearn.decomposition.layout import Layout
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
@@ -51,7 +51,7 @@ def test_pc_from_options_solves_and_matches_reference(tmp_path, name, n, N, over
 def test_pc_view_describes_model(tmp_path):
     p = make_problem("poisson1d", 63)
     path, model = _model_file(tmp_path, p, 4, 2, 2, name="view.pt")
-    from ddlearn.learned.distributed import DistributedSchwarzAttention
+    from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
     from ddlearn.pc import SchwarzAttentionPC
     d = DistributedSchwarzAttention(model)
     A = d.layout.matrix(p)

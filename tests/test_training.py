@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from ddlearn.learned import checkpoint
-from ddlearn.learned.attention import GlobalAttention, SchwarzAttention
-from ddlearn.learned.data import fourier_rhs, make_splits
+from ddlearn.learned.common import atomic_write
+from ddlearn.learned.operators import checkpoint
+from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
+from ddlearn.learned.operators.data import fourier_rhs, make_splits
 from ddlearn.decomposition.problems import Poisson1D, Poisson2D
-from ddlearn.learned.training import TrainConfig, evaluate, train
+from ddlearn.learned.operators.training import TrainConfig, evaluate, train
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_crash_during_write_keeps_previous_checkpoint(small, tmp_path):
         raise KeyboardInterrupt("killed mid-write")
 
     with pytest.raises(KeyboardInterrupt):
-        checkpoint.atomic_write(path, crash)
+        atomic_write(path, crash)
     loaded, _ = checkpoint.load(path)
     assert torch.equal(loaded.Q, m.Q)
     assert [f for f in os.listdir(tmp_path) if f.startswith(".tmp")] == []
@@ -115,7 +116,7 @@ def test_resume_equals_uninterrupted(small, tmp_path):
 
 
 def test_fit_scale_gives_the_least_squares_size():
-    from ddlearn.learned.training import fit_scale
+    from ddlearn.learned.operators.training import fit_scale
 
     p = Poisson1D(127)
     for symmetric in (True, False):

@@ -1,7 +1,12 @@
-"""Layer 2 — learned operators and their training: global and Schwarz attention, FLARE, data,
-training loops, checkpoints, the distributed operator, the in-situ learned coarse basis, and the
-learned local coarse space trained once on coefficient families (``local_coarse``,
-``local_training``; its pretrained model ships in ``pretrained/``).
+"""Layer 2 — learned operators and learned coarse spaces, two products on one small shared
+module (``common``: atomic writes, payload reader, best state, progress bar, cosine schedule):
+
+- ``operators``: global and Schwarz attention, FLARE, data, training loops, checkpoints, the
+  fair-comparison protocol and the distributed operator;
+- ``coarse``: the learned coarse spaces as coarse-space families of the two-level PC —
+  ``learned`` (the local model of ``local_coarse``, trained once on coefficient families by
+  ``local_training``; the pretrained model ships in ``pretrained/``) and ``learned_insitu``
+  (the basis correction of ``coarse.basis``, trained inside CG by ``coarse.pc_training``).
 
 Imports :mod:`ddlearn.decomposition` and :mod:`ddlearn.classical`, never :mod:`ddlearn.pc`.
 """

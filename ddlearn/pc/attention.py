@@ -32,8 +32,8 @@ from petsc4py import PETSc
 from ..classical.krylov import require_symmetric_pc
 from ..classical.overlapping import asm_pc
 from ..decomposition.collective import collective_check
-from ..learned.basis import INSITU_KIND
-from ..learned.distributed import DistributedSchwarzAttention
+from ..learned.coarse.basis import INSITU_KIND
+from ..learned.operators.distributed import DistributedSchwarzAttention
 
 __all__ = ["SchwarzAttentionPC", "MODES"]
 

@@ -18,8 +18,8 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.pc import export  # noqa: E402
 from ddlearn.decomposition import Decomposition  # noqa: E402
-from ddlearn.learned.distributed import DistributedSchwarzAttention  # noqa: E402
-from ddlearn.learned.basis import (LearnedBasis, aslinearoperator, learned_meta,  # noqa: E402
+from ddlearn.learned.operators.distributed import DistributedSchwarzAttention  # noqa: E402
+from ddlearn.learned.coarse.basis import (LearnedBasis, aslinearoperator, learned_meta,  # noqa: E402
                              basis_correction_model, perturb_)
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402

@@ -1,5 +1,5 @@
 r"""``learned_insitu``: the learned basis :math:`\tilde\Phi = \Phi - \Omega\Psi + S_\theta\Phi`
-of an in-situ checkpoint (:mod:`ddlearn.learned.basis`, trained inside CG on one matrix).
+of an in-situ checkpoint (:mod:`ddlearn.learned.coarse.basis`, trained inside CG on one matrix).
 
 The checkpoint carries its own structured decomposition and is bound to the matrix it was
 trained for: the space finds whether the matrix is in the grid's natural numbering or in
@@ -22,8 +22,8 @@ from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ...decomposition.coarse import coarse_space
 from ...decomposition.collective import collective_check
 from ...decomposition.partition import Subdomains
-from ..basis import INSITU_KIND, describe, distributed_basis, petsc_basis
-from ..distributed import DistributedSchwarzAttention
+from .basis import INSITU_KIND, describe, distributed_basis, petsc_basis
+from ..operators.distributed import DistributedSchwarzAttention
 
 __all__ = ["LearnedInsitu"]
 
@@ -66,7 +66,7 @@ class LearnedInsitu(CoarseSpace):
         collective_check(comm, not loaded or os.path.exists(self.model),
                          f"no in-situ learned checkpoint at {self.model}: give "
                          f"-ddlearn_learned_insitu_model FILE (trained with "
-                         f"ddlearn.learned.pc_training)")
+                         f"ddlearn.learned.coarse.pc_training)")
         model = DistributedSchwarzAttention.load(self.model, comm=comm,
                                                  coarse_rank=self.coarse_rank) \
             if loaded else self.model
@@ -114,7 +114,7 @@ class LearnedInsitu(CoarseSpace):
         collective_check(A.getComm(), saved is not None,
                          f"{self._model_name} carries no matrix fingerprint, so the PC cannot "
                          f"check which matrix and numbering it serves: save it with "
-                         f"ddlearn.learned.basis.learned_meta")
+                         f"ddlearn.learned.coarse.basis.learned_meta")
         for to_global in (np.arange(layout.n), layout.iperm):
             if _same(layout.fingerprint(A, to_global), saved):
                 return to_global

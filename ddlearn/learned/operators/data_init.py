@@ -4,12 +4,12 @@ Every linear model here acts on rows, :math:`u^T = f^T W` with :math:`W = M^T`. 
 *squared relative* error :math:`\sum_b \|Mf_b-u_b\|^2/\|u_b\|^2` (the square of the training loss)
 is least squares on the rows scaled by :math:`1/\|u_b\|`: :math:`\tilde F, \tilde U`.
 
-- :class:`~ddlearn.learned.attention.GlobalAttention` (:math:`W = KQ^T`): reduced-rank
+- :class:`~ddlearn.learned.operators.attention.GlobalAttention` (:math:`W = KQ^T`): reduced-rank
   regression. :math:`Q` spans the dominant right singular subspace of the least-squares fit
   :math:`\hat U = P_{\tilde F}\tilde U` (a randomized range finder with power iterations,
   Halko–Martinsson–Tropp 2011), then :math:`K = \arg\min_K \|\tilde F K Q^T - \tilde U\|_F
   = \tilde F^+ \tilde U Q`.
-- :class:`~ddlearn.learned.attention.SchwarzAttention`: the coarse block first,
+- :class:`~ddlearn.learned.operators.attention.SchwarzAttention`: the coarse block first,
   :math:`\min \|\tilde F\Phi K_0Q_0^T\Phi^T - \tilde U\|_F` (rank :math:`r_0`), then every local
   block on the residual :math:`E = \tilde U - \text{coarse}`: block :math:`i` sees
   :math:`x_i = D_i^{1/2}R_i\tilde f` and is fitted to :math:`y_i = D_i^{1/2}R_i e` (rank
@@ -123,7 +123,7 @@ def _init_flare(model: FLARE, F, U):
 
 def data_init(model, data, seed: int = 0, sweeps: int = 3):
     """Initialise ``model`` in place from the training pairs ``data`` (a
-    :class:`~ddlearn.learned.data.Dataset`) as the module docstring describes; returns it.
+    :class:`~ddlearn.learned.operators.data.Dataset`) as the module docstring describes; returns it.
 
     ``sweeps``: block Gauss-Seidel sweeps over the coarse and local blocks of a Schwarz model
     (each block refitted to the residual of the others; the relative least-squares error never

@@ -8,17 +8,13 @@ renamed over the target, so a crash mid-write leaves the previous checkpoint int
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-
 import torch
 
+from ..common import atomic_write, read_payload
 from .attention import GlobalAttention, SchwarzAttention
 from .flare import FLARE, FLAREPlusPlus
 
-__all__ = ["save", "load", "read_payload", "build_model", "atomic_write", "atomic_write_json",
-           "architecture", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "build_model", "architecture", "FORMAT", "VERSION"]
 
 FORMAT = "ddlearn-checkpoint"
 VERSION = 1
@@ -39,48 +35,6 @@ def build_model(config: dict) -> torch.nn.Module:
     if kind not in kinds:
         raise ValueError(f"unknown model kind {kind!r}; known kinds are {sorted(kinds)}")
     return kinds[kind](**args)
-
-
-def atomic_write(path: str, write) -> None:
-    """Call ``write(fileobj)`` on a temporary file beside ``path``, then rename it onto ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: str, data) -> None:
-    """``data`` as indented JSON at ``path``, through :func:`atomic_write`."""
-    atomic_write(path, lambda f: f.write(json.dumps(data, indent=1).encode()))
-
-
-def read_payload(path: str, fmt: str, version: int, what: str) -> dict:
-    """The dict saved at ``path``, checked to carry ``format == fmt`` and ``version``.
-
-    Raises
-    ------
-    ValueError
-        For a truncated or foreign file, another format or another version, naming ``what``.
-    """
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # a truncated or foreign file
-        raise ValueError(f"{path} is not a readable {what} ({e})") from e
-    if not isinstance(payload, dict) or payload.get("format") != fmt:
-        raise ValueError(f"{path} is not a {what}")
-    if payload.get("version") != version:
-        raise ValueError(f"{path} has {what} version {payload.get('version')}; this ddlearn "
-                         f"reads version {version}")
-    return payload
 
 
 def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, **extra) -> None:

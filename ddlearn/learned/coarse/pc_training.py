@@ -1,7 +1,7 @@
 r"""Training the learned preconditioner inside the Krylov method it serves.
 
 The loss is the energy-norm error left by :math:`k` steps of preconditioned CG with
-:math:`M_\theta^{-1}` (:mod:`ddlearn.learned.basis`), on random exact solutions :math:`x^*`:
+:math:`M_\theta^{-1}` (:mod:`ddlearn.learned.coarse.basis`), on random exact solutions :math:`x^*`:
 
 .. math:: \mathcal L(\theta) = \frac1B\sum_{b=1}^B \tfrac12
           \log\frac{\|x^*_b - x_k(\theta)\|_A^2}{\|x^*_b\|_A^2},
@@ -32,12 +32,12 @@ import torch
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from .distributed import apply_batch, linear_map, shared_sum
-from ..classical.krylov import solve
-from ..classical.overlapping import asm_pc
-from ..classical.twolevel import TwoLevelSchwarz
+from ..operators.distributed import apply_batch, linear_map, shared_sum
+from ...classical.krylov import solve
+from ...classical.overlapping import asm_pc
+from ...classical.twolevel import TwoLevelSchwarz
 from .basis import LearnedBasis, petsc_basis
-from .training import BestState, progress_bar
+from ..common import BestState, progress_bar
 
 __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "held_out_rhs",
            "held_out_iterations", "train_preconditioner"]
@@ -193,7 +193,7 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
 def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
                          cfg: PCTrainConfig | None = None) -> PCTrainResult:
     r"""Train a distributed learned basis (:func:`distributed_basis`: smoothing weights
-    :math:`\omega` and the one-level :class:`~ddlearn.learned.distributed.DistributedSchwarzAttention`
+    :math:`\omega` and the one-level :class:`~ddlearn.learned.operators.distributed.DistributedSchwarzAttention`
     :math:`S_\theta`) inside the learned preconditioner and leave it in its best state by
     held-out CG iterations (collective).
 

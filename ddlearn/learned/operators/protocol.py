@@ -2,7 +2,7 @@ r"""A training-speed protocol: learning-rate sweep on validation error, then a l
 budgets, each its own cosine schedule.
 
 One *run* at budget :math:`B` builds a fresh model (fixed seed), optionally initialises it from
-the training data (:func:`~ddlearn.learned.data_init.data_init`), trains :math:`B` Adam steps with
+the training data (:func:`~ddlearn.learned.operators.data_init.data_init`), trains :math:`B` Adam steps with
 the learning rate decaying as :math:`\eta_k = \eta\,(\rho + (1-\rho)\tfrac12(1+\cos(\pi k/B)))`,
 :math:`\rho = 1/100`, keeps the best-validation state and records its relative test error and the
 seconds of initialisation plus training (evaluations included), by default CPU seconds of
@@ -27,10 +27,10 @@ __all__ = ["budget_run", "lr_sweep", "budget_ladder"]
 def budget_run(factory, splits, budget: int, lr: float, *, seed: int = 0, init: bool = True,
                batch_size: int = 64, evaluations: int = 20, clock: str = "process") -> dict:
     """One run of the protocol: ``factory(seed)`` builds the model, ``init`` applies
-    :func:`~ddlearn.learned.data_init.data_init`, then ``budget`` steps of Adam (cosine schedule
+    :func:`~ddlearn.learned.operators.data_init.data_init`, then ``budget`` steps of Adam (cosine schedule
     from ``lr`` to ``lr/100``) with ``evaluations`` evenly spaced validation checks; the
     best-validation state is kept. ``clock``: ``"process"`` or ``"wall"``
-    (:class:`~ddlearn.learned.training.TrainConfig`).
+    (:class:`~ddlearn.learned.operators.training.TrainConfig`).
 
     Returns ``budget, lr, seed, params, val_error, test_error, init_s, seconds`` (``seconds``:
     initialisation plus training, evaluations included) and ``steps_per_s``."""

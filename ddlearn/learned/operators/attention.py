@@ -9,7 +9,7 @@ r"""Softmax-free attention operators that approximate :math:`A^{-1}` (Köhler & 
 
 Both act on batches: an input ``f`` of shape ``(..., n)`` gives ``u = M f`` of the same shape.
 Every model carries ``config`` (its construction arguments, JSON-ready) so a checkpoint rebuilds
-an identical model (:mod:`ddlearn.learned.checkpoint`).
+an identical model (:mod:`ddlearn.learned.operators.checkpoint`).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from ..decomposition.coarse import coarse_space
-from ..decomposition import Decomposition
+from ...decomposition.coarse import coarse_space
+from ...decomposition import Decomposition
 
 __all__ = ["GlobalAttention", "SchwarzAttention", "DTYPES", "check_input", "torch_dtype"]
 

@@ -10,8 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import torch
-from tqdm.auto import tqdm
 
+from ..common import BestState, cosine_schedule, progress_bar
 from . import checkpoint as ckpt_io
 from .distributed import allreduce_sum
 
@@ -126,45 +126,12 @@ def fit_scale(model, data, comm=None) -> float:
 
 @torch.no_grad()
 def evaluate(model, data, batch: int = 512, comm=None) -> float:
-    """Mean relative error of ``model`` on a :class:`~ddlearn.learned.data.Dataset`."""
+    """Mean relative error of ``model`` on a :class:`~ddlearn.learned.operators.data.Dataset`."""
     total = 0.0
     for s in range(0, len(data), batch):
         F, U = data.F[s:s + batch], data.U[s:s + batch]
         total += float(relative_error(model(F), U, comm)) * F.shape[0]
     return total / len(data)
-
-
-def _schedule(cfg: TrainConfig):
-    ratio = cfg.lr_final / cfg.lr
-    return lambda k: ratio + (1 - ratio) * 0.5 * (1 + math.cos(math.pi * min(k, cfg.steps) / cfg.steps))
-
-
-class BestState:
-    """The best evaluated state of a module seen so far: lower ``value`` is better and a tie
-    keeps the earlier state (the best-state rule both trainers follow)."""
-
-    def __init__(self, module, value: float = math.inf, step: int = 0, state=None):
-        self.module, self.value, self.step = module, value, step
-        self.state = copy.deepcopy(module.state_dict() if state is None else state)
-
-    def offer(self, value: float, step: int) -> bool:
-        """Keep the module's current state if ``value`` beats the best; returns whether it did."""
-        if not value < self.value:
-            return False
-        self.value, self.step = value, step
-        self.state = copy.deepcopy(self.module.state_dict())
-        return True
-
-    def restore(self) -> None:
-        self.module.load_state_dict(self.state)
-
-
-def progress_bar(show: bool, total: int, desc: str, comm=None, initial: int = 0):
-    """A tqdm bar on rank 0 of ``comm`` when ``show`` (``None`` elsewhere): one bar per run,
-    not one per rank."""
-    if not show or (comm is not None and comm.Get_rank() != 0):
-        return None
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", leave=False)
 
 
 def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None = None,
@@ -175,11 +142,11 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
     restoring the current parameters, optimizer, schedule, sampler state, step and history, so
     that an interrupted run resumed ends exactly where the uninterrupted one would. ``until``
     pauses at that step (the schedule still spans ``cfg.steps``). The checkpoint's ``state`` is the
-    best-validation state (what :func:`ddlearn.learned.checkpoint.load` returns); ``current_state``
+    best-validation state (what :func:`ddlearn.learned.operators.checkpoint.load` returns); ``current_state``
     is where training stood.
 
     Distributed (``comm``, an mpi4py communicator): ``model`` maps each rank's rows to its rows
-    (:class:`~ddlearn.learned.distributed.DistributedSchwarzAttention`), ``splits`` hold each rank's
+    (:class:`~ddlearn.learned.operators.distributed.DistributedSchwarzAttention`), ``splits`` hold each rank's
     rows of the same samples, every rank draws the same batches and the loss is reduced across
     ranks, so each rank's optimizer takes exactly the steps the serial one takes on its slice.
     Save such a model with its own collective ``save``.
@@ -191,7 +158,7 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
     dtype = next(model.parameters()).dtype
     train_set, val_set, test_set = (d.to(dtype) for d in (splits.train, splits.val, splits.test))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(cfg.lr, cfg.lr_final, cfg.steps))
     gen = torch.Generator().manual_seed(cfg.seed)
     hist, step, elapsed = History(), 0, 0.0
     if resume is not None:

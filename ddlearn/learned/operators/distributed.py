@@ -21,8 +21,8 @@ from torch import nn
 
 from . import checkpoint as ckpt_io
 from .attention import SchwarzAttention, padded_blocks
-from ..decomposition.collective import collective_check
-from ..decomposition.layout import Layout
+from ...decomposition.collective import collective_check
+from ...decomposition.layout import Layout
 
 __all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
            "PetscExactSolver", "shared_sum", "apply_batch", "linear_map"]
@@ -226,7 +226,7 @@ _TRAINING_STATE = ("state", "current_state", "optimizer", "scheduler", "sampler"
 
 
 class DistributedSchwarzAttention(nn.Module):
-    r"""The distributed form of :class:`~ddlearn.learned.attention.SchwarzAttention`.
+    r"""The distributed form of :class:`~ddlearn.learned.operators.attention.SchwarzAttention`.
 
     Built from a serial model (its parameters are sliced: this rank keeps only its subdomains'
     :math:`Q_i, K_i`, and :math:`Q_0, K_0` only on the coarse rank), or from a checkpoint of

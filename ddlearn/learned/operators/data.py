@@ -81,7 +81,7 @@ def make_splits(problem, n_train: int = 1024, n_val: int = 128, n_test: int = 25
     Serially (default) the sets hold whole vectors and ``u = A^{-1}f`` comes from one sparse LU.
     A distributed caller passes its ``rows`` (natural indices, in its PETSc order) and a
     ``solve`` that maps its rows of ``F`` to its rows of ``A^{-1}F``
-    (:class:`ddlearn.learned.distributed.PetscExactSolver`); the data are then the serial data's rows.
+    (:class:`ddlearn.learned.operators.distributed.PetscExactSolver`); the data are then the serial data's rows.
     """
     rng = np.random.default_rng(seed)
     solve = ExactSolver(problem.matrix()) if solve is None else solve
