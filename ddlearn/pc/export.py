@@ -32,7 +32,7 @@ from petsc4py import PETSc
 
 from ..decomposition.layout import sequential_aij
 from ..decomposition.problems import make_problem
-from ..learned import checkpoint as ckpt_io
+from ..learned.operators import checkpoint as ckpt_io
 from ..learned.coarse.basis import INSITU_KIND, VARIANTS, LearnedBasis
 
 __all__ = ["MAGIC", "VERSION", "export", "export_checkpoint", "read", "NativeExport"]
