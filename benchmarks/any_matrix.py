@@ -1,7 +1,8 @@
-"""ddlearn's two-level Schwarz PC on matrices it did not assemble (issue 10's measurements).
+"""ddlearn's two-level Schwarz PC on matrices it did not assemble.
 
     mpiexec -n 4 python benchmarks/any_matrix.py [--quick] [--json FILE]
-    python benchmarks/any_matrix.py --report FILE
+    python benchmarks/any_matrix.py --report FILE     (every row of a JSON)
+    python benchmarks/any_matrix.py --summary FILE    (the README's tables and set-up ratios)
 
 1. *Orderings*: 2D 255² (Poisson and channels, contrast 1e6), N = 64, overlap 1: the PC from
    options on the plain petsc4py client's matrix (natural ordering, PETSc's default rows) and on
@@ -194,12 +195,61 @@ def report(data) -> str:
     return "\n".join(out)
 
 
+FEM_LABELS = (("one-level", "one-level (METIS)"), ("nicolaides metis", "Nicolaides (METIS)"),
+              ("nicolaides boxes", "Nicolaides (boxes)"), ("hats boxes", "hats (boxes)"),
+              ("PCASM", "PETSc PCASM"), ("gamg", "PETSc GAMG"))
+
+
+def summary(data) -> str:
+    """The README's condensed tables: the orderings, the unstructured client's iterations and
+    set-up per N, and the set-up ratios against PETSc's PCASM with the same N."""
+    out = report(data).split("\n\n")[0].split("\n")
+    out[0] = out[0].replace("structured twolevel (box overlap)", "structured twolevel")
+    fem_rows = data["fem"]
+    Ns = sorted({int(r["method"].rsplit("N=", 1)[1]) for r in fem_rows if "N=" in r["method"]})
+    out += ["", "| coefficient | method | " + " | ".join(f"N={N} its | setup s" for N in Ns) + " |",
+            "|---|---|" + "---:|---:|" * len(Ns)]
+    by = {(r["coefficient"], r["method"]): r for r in fem_rows}
+    coefficients = list(dict.fromkeys(r["coefficient"] for r in fem_rows))
+    for c in coefficients:
+        name = "constant" if c == "constant" else f"{c} 1e6"
+        for key, label in FEM_LABELS:
+            cells = []
+            for N in Ns:
+                # GAMG does not depend on N: one row, under the smallest N
+                r = by.get((c, key) if key == "gamg" else (c, f"{key} N={N}"))
+                r = None if key == "gamg" and N != Ns[0] else r
+                cells += ([f"{r['iterations']}", f"{r['setup_s']:.2f}"] if r else ["", ""])
+            out.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    ratios, hats, share, part = [], [], [], []
+    for r in fem_rows:
+        if not r["split"]:
+            continue
+        N = r["method"].rsplit("N=", 1)[1]
+        ratio = r["setup_s"] / by[r["coefficient"], f"PCASM N={N}"]["setup_s"]
+        ratios.append(ratio)
+        if r["method"].startswith("hats"):
+            hats.append(ratio)
+        share.append(r["split"]["partition_s"] / r["setup_s"])
+        part.append(r["split"]["partition_s"])
+    out += ["", f"Set-up / PETSc PCASM set-up (same coefficient and N): {min(ratios):.2f}–"
+            f"{max(ratios):.2f}× (hats {min(hats):.2f}–{max(hats):.2f}×); partition on rank 0 "
+            f"{min(part):.2f}–{max(part):.2f} s, {100 * min(share):.0f}–"
+            f"{100 * max(share):.0f} % of the set-up."]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--json", default="benchmarks/results/any_matrix.json")
     ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON and exit")
+    ap.add_argument("--summary", metavar="FILE", help="print the README's tables and exit")
     args = ap.parse_args(argv)
+    if args.summary:
+        with open(args.summary) as f:
+            print(summary(json.load(f)))
+        return
     if args.report:
         with open(args.report) as f:
             print(report(json.load(f)))

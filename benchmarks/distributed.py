@@ -1,6 +1,6 @@
 """Distributed Schwarz attention: communication per apply, apply and training-step times on
 P = 1, 2, 4, 8 ranks, PETSc one-level ASM apply as reference, and distributed training against
-serial training (issue 4).
+serial training.
 
     python benchmarks/distributed.py [--ranks 1 2 4 8] [--json FILE]
 

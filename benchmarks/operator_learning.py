@@ -187,7 +187,7 @@ def budget_ratios(fam) -> dict:
 
 
 def targets(rows) -> dict:
-    """The issue's comparisons per ``n`` and start: from the data-aware start the best global
+    """The targets' comparisons per ``n`` and start: from the data-aware start the best global
     model's test error (lowest mean over seeds), the smallest Schwarz model at or below it and the
     parameter ratio; for both starts the budget ratios of :func:`budget_ratios`."""
     out = {}

@@ -1,7 +1,8 @@
 """Classical Schwarz scaling: CG iterations of one-level ASM and two-level Schwarz against the
-number of subdomains N (issue 2 targets).
+number of subdomains N.
 
     mpiexec -n 4 python benchmarks/schwarz_scaling.py [-quick] [-json FILE] [-plot FILE]
+    python benchmarks/schwarz_scaling.py -report FILE     (the table from a JSON)
 
 1D Poisson n = 1023 and 4095, overlap 2, N in {4, 8, 16, 32, 64}; 2D Poisson 255 x 255,
 overlap 1, N in {4, 16, 64, 256}; interface-hat / Q1 coarse space; CG to rtol 1e-8 on the
@@ -60,7 +61,8 @@ def table(rows) -> str:
     for problem, n in keys:
         for N in sorted({r["N"] for r in rows if (r["problem"], r["n"]) == (problem, n)}):
             it = {r["method"]: r for r in rows if (r["problem"], r["n"], r["N"]) == (problem, n, N)}
-            lines.append(f"| {problem} | {n} | {N} | {it['twolevel']['n0']} | "
+            size = f"{n}²" if problem.endswith("2d") else f"{n}"
+            lines.append(f"| {problem} | {size} | {N} | {it['twolevel']['n0']} | "
                          f"{it['asm']['iterations']} | {it['twolevel']['iterations']} |")
     return "\n".join(lines)
 
@@ -85,6 +87,12 @@ def plot(rows, path):
 
 def main():
     opts = PETSc.Options()
+    saved = opts.getString("report", "")
+    if saved:
+        if PETSc.COMM_WORLD.getRank() == 0:
+            with open(saved) as f:
+                print(table(json.load(f)["rows"]))
+        return
     quick = opts.getBool("quick", False)
     out = opts.getString("json", "benchmarks/results/schwarz_scaling.json")
     png = opts.getString("plot", "benchmarks/results/schwarz_scaling.png")

@@ -31,8 +31,12 @@ are PETSc options:
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
-  -json FILE -plot FILE   outputs (default poisson.json, poisson.png; "" to skip); with
-                       several problems the plot gets the problem's name appended
+  -json FILE -plot FILE   outputs (default benchmarks/results/main_job.json in the
+                       repository, poisson.png in the working directory; "" to skip); with
+                       several problems each file gets the problem's name appended (the
+                       default run writes main_job_poisson2d.json and
+                       main_job_random_channels.json); ``python -m solvers.report FILE...``
+                       reprints the tables from the JSON
   -seed S              right-hand side seed (default 0)
 
 ``learned_insitu`` and ``attention`` train on this very problem and decomposition, or load the
@@ -55,10 +59,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import petsc4py
 
 petsc4py.init(sys.argv)
+from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
@@ -68,6 +74,10 @@ from solvers.learned import LearnedSettings  # noqa: E402
 from solvers.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
                              run_methods)
 from solvers.report import format_table, plot_histories  # noqa: E402
+
+#: The repository root; the default JSON goes to its benchmarks/results/ wherever the job runs.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_JSON = os.path.join(ROOT, "benchmarks", "results", "main_job.json")
 
 
 def read_options(opts: PETSc.Options) -> dict:
@@ -96,7 +106,7 @@ def read_options(opts: PETSc.Options) -> dict:
         "spectral_with_hats": opts.getBool("spectral_with_hats", False),
         "ksp_type": opts.getString("ksp_type", "cg"),
         "rtol": opts.getReal("rtol", 1e-8),
-        "json": opts.getString("json", "poisson.json"),
+        "json": opts.getString("json", DEFAULT_JSON),
         "plot": opts.getString("plot", "poisson.png"),
         "seed": opts.getInt("seed", 0),
     }
@@ -121,6 +131,7 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
     """One problem's table: every method on the same matrix, decomposition and ``b``."""
     comm = PETSc.COMM_WORLD
     rank0 = comm.getRank() == 0
+    start = time.perf_counter()
     kwargs = {}
     if name == "channels" or name.startswith("random_"):
         kwargs["contrast"] = cfg["contrast"]
@@ -147,6 +158,7 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
               "subdomains": case.dec.N, "ksp_type": cfg["ksp_type"], "rtol": cfg["rtol"],
               "results": [r.record() for r in results]}
     case.destroy()
+    report["wall_s"] = comm.tompi4py().allreduce(time.perf_counter() - start, op=MPI.MAX)
     if rank0:
         print(format_table(results), flush=True)
         for key in ("json", "plot"):
@@ -160,7 +172,7 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
             else:
                 plot_histories(results, path, title=f"{problem.name}, n = {problem.n}, "
                                f"N = {case.dec.N}, {comm.getSize()} ranks")
-            print(f"wrote {path}")
+            print(f"wrote {os.path.relpath(path)}")
     return report
 
 

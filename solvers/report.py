@@ -1,21 +1,56 @@
-"""Tables and convergence plots of Krylov results."""
+"""Tables and convergence plots of Krylov results.
+
+    python -m solvers.report FILE [FILE ...]
+
+reprints the tables of the main job (``examples/poisson.py``) from the JSON it wrote, e.g.
+``python -m solvers.report benchmarks/results/main_job_*.json``.
+"""
 from __future__ import annotations
+
+import argparse
+import json
 
 import matplotlib
 
 matplotlib.use("Agg")  # files, never a screen: ranks run headless
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["format_table", "plot_histories"]
+__all__ = ["format_table", "format_report", "plot_histories"]
 
 
-def format_table(results) -> str:
-    """Markdown table of :class:`~ddlearn.classical.krylov.KrylovResult` rows."""
-    lines = ["| method | iterations | reason | true rel. residual | train s | setup s | solve s |",
+def format_table(results, label: str = "method") -> str:
+    """Markdown table of :class:`~ddlearn.classical.krylov.KrylovResult` rows (or of their
+    ``record()`` dictionaries, as stored in the JSON); ``label`` heads the first column."""
+    lines = [f"| {label} | iterations | reason | true rel. residual | train s | setup s | "
+             "solve s |",
              "|---|---:|---|---:|---:|---:|---:|"]
     for r in results:
-        lines.append(f"| {r.method} | {r.iterations} | {r.reason} | {r.rnorm_true:.2e} | "
-                     f"{r.train_s:.1f} | {r.setup_s:.3f} | {r.solve_s:.3f} |")
+        r = r if isinstance(r, dict) else r.record()
+        lines.append(f"| {r['method']} | {r['iterations']} | {r['reason']} | "
+                     f"{r['rnorm_true']:.2e} | {r['train_s']:.1f} | {r['setup_s']:.3f} | "
+                     f"{r['solve_s']:.3f} |")
+    return "\n".join(lines)
+
+
+def _label(problem: dict) -> str:
+    """First-column heading: the problem, its grid and, for coefficient fields, contrast and
+    seed."""
+    grid = "×".join(str(g) for g in problem.get("grid", [problem.get("n")]))
+    extra = [f"contrast {problem['contrast']:g}"] if "contrast" in problem else []
+    extra += [f"seed {problem['seed']}"] if "seed" in problem else []
+    return f"method ({', '.join([problem['name'] + ' ' + grid] + extra)})"
+
+
+def format_report(report: dict) -> str:
+    """One problem's table of the main job from its JSON ``report``, with the run's settings
+    and wall time underneath."""
+    p = report["problem"]
+    lines = [format_table(report["results"], _label(p)), ""]
+    wall = f", {report['wall_s']:.1f} s wall time" if "wall_s" in report else ""
+    lines.append(f"N = {report['subdomains']}, overlap {p.get('overlap')}, "
+                 f"n_0 = {p.get('n0')} ({p.get('coarse_space')}), {report['ranks']} ranks on "
+                 f"{report['cores']} cores, {report['ksp_type']} to rtol {report['rtol']:g}"
+                 f"{wall}")
     return "\n".join(lines)
 
 
@@ -33,3 +68,21 @@ def plot_histories(results, path: str, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Reprint the main job's tables from its JSON.")
+    ap.add_argument("files", nargs="+", metavar="FILE", help="JSON written by examples/poisson.py")
+    args = ap.parse_args(argv)
+    reports = []
+    for path in args.files:
+        with open(path) as f:
+            reports.append(json.load(f))
+    print("\n\n".join(format_report(r) for r in reports))
+    walls = [r["wall_s"] for r in reports if "wall_s" in r]
+    if len(walls) > 1:
+        print(f"\n{len(walls)} tables, {sum(walls):.1f} s wall time together")
+
+
+if __name__ == "__main__":
+    main()
