@@ -52,7 +52,7 @@ def test_petsc_schwarz_equals_scipy_reference(name, n, N, overlap, coarse):
 
 
 def test_iteration_bounds_1d():
-    """1D n = 1023, N = 8, n_delta = 2 (DESIGN.md §3: one-level 17, two-level 6)."""
+    """1D n = 1023, N = 8, n_delta = 2 (docs/design.md §1: one-level 17, two-level 6)."""
     case = Case.build(make_problem("poisson1d", 1023), 8, 2)
     b = case.rhs(0)
     res = {r.method: r for r in run_methods(case, ["asm", "twolevel"], b)}

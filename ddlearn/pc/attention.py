@@ -13,7 +13,7 @@ Select it from the options database::
 
 - ``attention``: the paper's operator alone, :math:`M^{-1} = M_\theta^{-1}`. It has rank at most
   :math:`N r_\ell + r_0`, so it is singular whenever that is below ``n``: fine to inspect, not a
-  preconditioner (Krylov methods stagnate; see DESIGN.md §3).
+  preconditioner (Krylov methods stagnate; see docs/design.md §1).
 - ``additive`` (default): one-level additive Schwarz (PCASM, exact local LU, ``basic``) plus the
   learned operator, :math:`M^{-1} = \sum_i R_i^TA_i^{-1}R_i + M_\theta^{-1}`. With a symmetric
   model (:math:`K_i = Q_i`, :math:`K_0 = Q_0`) this is SPD (SPD plus positive semidefinite), so
