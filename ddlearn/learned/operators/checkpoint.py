@@ -8,6 +8,8 @@ renamed over the target, so a crash mid-write leaves the previous checkpoint int
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..common import atomic_write, read_payload
