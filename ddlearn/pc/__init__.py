@@ -12,8 +12,8 @@
 from ..classical.krylov import check_symmetric_pc
 from .attention import SchwarzAttentionPC
 from .registry import COARSE_SPACES, make_coarse_space
-from .twolevel import (TwoLevel, TwoLevelSchwarzPC, set_auxiliary_matrices, set_coordinates,
-                       set_subdomains, two_level)
+from .inputs import set_auxiliary_matrices, set_coordinates, set_subdomains
+from .twolevel import TwoLevel, TwoLevelSchwarzPC, two_level
 
 __all__ = ["SchwarzAttentionPC", "TwoLevelSchwarzPC", "TwoLevel", "two_level", "set_coordinates",
            "set_subdomains", "set_auxiliary_matrices", "check_symmetric_pc", "COARSE_SPACES",

@@ -27,13 +27,10 @@ Select it from the options database (``-<prefix>`` is the PC's options prefix)::
     -<prefix>ddlearn_local_...    the one-level PCASM and its blocks (-..._local_sub_pc_type)
     -<prefix>ddlearn_coarse_...   the coarse KSP on the coarse rank (default preonly + Cholesky)
 
-What a PETSc user hands a DD preconditioner, in PETSc's idiom, on the PC or the matrix:
-coordinates (:func:`set_coordinates`; ``pc.setCoordinates`` does not reach a Python PC in
-petsc4py 3.26, or a DM with coordinates on the KSP), the user's own subdomains
-(:func:`set_subdomains`, like ``PCASMSetLocalSubdomains``), their local Neumann matrices
-(:func:`set_auxiliary_matrices`, like ``PCHPDDMSetAuxiliaryMat``), the block size
-(``MatSetBlockSize``) and the near-null space (``MatSetNearNullSpace``). Otherwise the PC
-derives the subdomains itself (:class:`~ddlearn.decomposition.partition.Subdomains`).
+What a PETSc user hands a DD preconditioner (:mod:`ddlearn.pc.inputs`: coordinates, their own
+subdomains, their local Neumann matrices; on the matrix: the block size and the near-null
+space) is used where given; otherwise the PC derives the subdomains itself
+(:class:`~ddlearn.decomposition.partition.Subdomains`).
 
 Symmetry: the PC refuses a nonsymmetric matrix or a nonsymmetric form (``restrict``,
 ``deflated``) when the options database asks CG, CR or MINRES of its prefix. A PC cannot see a
@@ -56,99 +53,12 @@ from ..decomposition.collective import collective_check
 from ..decomposition.layout import sequential_aij
 from ..decomposition.nullspace import near_null_space
 from ..decomposition.partition import PARTITIONERS, Subdomains
+from .inputs import get_coordinates, set_coordinates, user_auxiliary, user_subdomains
 from .registry import make_coarse_space
 
-__all__ = ["TwoLevelSchwarzPC", "set_coordinates", "get_coordinates", "set_subdomains",
-           "set_auxiliary_matrices", "TwoLevel", "two_level"]
+__all__ = ["TwoLevelSchwarzPC", "TwoLevel", "two_level"]
 
 LOCAL_TYPES = ("basic", "restrict")
-_COORDINATES = "ddlearn_coordinates"
-_SUBDOMAINS = {True: "ddlearn_subdomains_overlapping", False: "ddlearn_subdomains_parts"}
-_OFFSETS = "ddlearn_subdomain_offsets"
-_AUXILIARY = "ddlearn_auxiliary_"
-
-
-def set_coordinates(obj: PETSc.Object, coords: np.ndarray) -> None:
-    """Attach the coordinates of this rank's rows (or nodes), shape ``(nlocal, dim)``, to a PC
-    or a Mat (collective in the sense that every rank calls it for its rows)."""
-    coords = np.ascontiguousarray(coords, dtype=np.float64)
-    if coords.ndim != 2:
-        raise ValueError(f"coordinates must have shape (local rows, dim), got {coords.shape}")
-    v = PETSc.Vec().createMPI((coords.size, PETSc.DECIDE), bsize=coords.shape[1],
-                              comm=obj.getComm())
-    v.setArray(coords.ravel())
-    obj.compose(_COORDINATES, v)
-    v.destroy()
-
-
-def get_coordinates(pc: PETSc.PC, P: PETSc.Mat) -> np.ndarray | None:
-    """This rank's rows' coordinates from :func:`set_coordinates` on the PC or the matrix, or
-    from the PC's DM; ``None`` when there are none."""
-    for obj in (pc, P):
-        v = obj.query(_COORDINATES)
-        if v is not None:
-            return v.getArray(readonly=True).reshape(-1, v.getBlockSize()).copy()
-    dm = pc.getDM()
-    if not dm:  # no DM: petsc4py wraps a null handle
-        return None
-    c = dm.getCoordinates()
-    if not c or c.getSize() == 0:
-        return None
-    return c.getArray(readonly=True).reshape(-1, dm.getCoordinateDim()).copy()
-
-
-def set_subdomains(obj: PETSc.Object, sets, overlapping: bool = True) -> None:
-    """This rank's subdomains, one index array (or ``IS``) of global rows each, any rank's
-    rows, like ``PCASMSetLocalSubdomains``, on a PC or a Mat: the overlapping subdomains, or
-    (``overlapping=False``) non-overlapping parts that the PC grows by ``-ddlearn_overlap``
-    layers. Every rank calls it, with at least one set."""
-    arrays = [np.asarray(s.getIndices() if isinstance(s, PETSc.IS) else s, dtype=np.int64)
-              for s in sets]
-    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])])
-    for key, values in ((_SUBDOMAINS[overlapping], flat), (_OFFSETS, offsets)):
-        iset = PETSc.IS().createGeneral(values.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
-        obj.compose(key, iset)
-        iset.destroy()
-    obj.compose(_SUBDOMAINS[not overlapping], None)
-
-
-def _user_subdomains(pc: PETSc.PC, P: PETSc.Mat):
-    """``(sets, overlapping)`` from :func:`set_subdomains` on the PC or the matrix, or
-    ``None``."""
-    for obj in (pc, P):
-        for overlapping, key in _SUBDOMAINS.items():
-            flat = obj.query(key)
-            if flat is not None:
-                offsets = obj.query(_OFFSETS).getIndices()
-                return np.split(flat.getIndices().astype(np.int64), offsets[1:-1]), overlapping
-    return None
-
-
-def set_auxiliary_matrices(obj: PETSc.Object, mats) -> None:
-    """The local Neumann matrices of this rank's subdomains given to :func:`set_subdomains`
-    (same order; scipy sparse or sequential PETSc matrices), rows and columns in the order of
-    that subdomain's indices as given, like ``PCHPDDMSetAuxiliaryMat``: what ``spectral`` and
-    ``learned`` use instead of the algebraic approximation."""
-    k = 0
-    while obj.query(f"{_AUXILIARY}{k}") is not None:  # forget an earlier call's matrices
-        obj.compose(f"{_AUXILIARY}{k}", None)
-        k += 1
-    for k, M in enumerate(mats):
-        M = M if isinstance(M, PETSc.Mat) else sequential_aij(M)
-        obj.compose(f"{_AUXILIARY}{k}", M)
-
-
-def _user_auxiliary(pc: PETSc.PC, P: PETSc.Mat) -> list[sp.csr_matrix] | None:
-    for obj in (pc, P):
-        mats, k = [], 0
-        while (M := obj.query(f"{_AUXILIARY}{k}")) is not None:
-            indptr, indices, values = M.getValuesCSR()
-            mats.append(sp.csr_matrix((values, indices, indptr), shape=M.getSize()))
-            k += 1
-        if mats:
-            return mats
-    return None
 
 
 class TwoLevelSchwarzPC:
@@ -263,7 +173,7 @@ class TwoLevelSchwarzPC:
         coords = get_coordinates(pc, P)
         has = mpi.allreduce(coords is not None, op=MPI.LOR)
         bs = P.getBlockSize()
-        user = _user_subdomains(pc, P)
+        user = user_subdomains(pc, P)
         collective_check(comm, len({s is None for s in mpi.allgather(user)}) == 1,
                          "subdomains were set on some ranks only: call ddlearn.pc.set_subdomains "
                          "on every rank")
@@ -296,7 +206,7 @@ class TwoLevelSchwarzPC:
         self.timing = {"partition_s": clock.lap()}
         self._input = CoarseInput(P, self.subdomains, prefix, coords if has else None,
                                   near_null_space(P, self.near_null_space, coords, bs),
-                                  self._auxiliary(pc, P), bs)
+                                  user_auxiliary(pc, P, self.subdomains), bs)
         if space is not None:
             self.Phi = self._basis()
         self.timing["basis_s"] = clock.lap()
@@ -305,30 +215,6 @@ class TwoLevelSchwarzPC:
         self.two_level.setUp(pc)
         self.timing.update(self.two_level.timing)
         self.meta = self._summary()
-
-    def _auxiliary(self, pc: PETSc.PC, P: PETSc.Mat):
-        """The user's auxiliary matrices, permuted into the sorted order of each :math:`I_i`."""
-        comm = pc.getComm()
-        aux = _user_auxiliary(pc, P)
-        given = comm.tompi4py().allreduce(aux is not None, op=MPI.LOR)
-        if not given:
-            return None
-        s = self.subdomains
-        collective_check(comm, s.orders is not None,
-                         "auxiliary (Neumann) matrices were given without the overlapping "
-                         "subdomains they belong to: call ddlearn.pc.set_subdomains(pc or A, "
-                         "sets, overlapping=True) with the subdomains the matrices were "
-                         "assembled on")
-        collective_check(comm, aux is not None and len(aux) == len(s.overlapping),
-                         f"{0 if aux is None else len(aux)} auxiliary matrices for this rank's "
-                         f"{len(s.overlapping)} subdomains: give one per subdomain, in the order "
-                         f"of ddlearn.pc.set_subdomains")
-        bad = [k for k, (a, o) in enumerate(zip(aux, s.orders)) if a.shape != (len(o), len(o))]
-        collective_check(comm, not bad,
-                         f"auxiliary matrices {bad} of this rank do not match their subdomains' "
-                         f"sizes: each must be square, of its subdomain's size, numbered like "
-                         f"the indices given to set_subdomains")
-        return [a[o][:, o].tocsr() for a, o in zip(aux, s.orders)]
 
     def _basis(self) -> PETSc.Mat:
         return coarse_basis(self._input, self.space.vectors(self._input), self.coarse_rank)
