@@ -3,6 +3,7 @@ distribution, selected purely from options, on 1-4 ranks: a plain petsc4py clien
 scikit-fem P1 client on an unstructured mesh, re-setup, reuse, bad input."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 from petsc4py import PETSc
@@ -209,3 +210,34 @@ def test_bad_input_raises_on_every_rank():
         assert all(m and expected in m for m in msgs), (expected, msgs)
     for o in (A, b, rect, nonsym):
         o.destroy()
+
+
+def test_3d_box_partition_and_hats_by_default():
+    """A 3D 7-point Laplacian with coordinates gets box subdomains and Q1 hats from the
+    defaults: one hat per interior vertex of the box grid, (B - 1)^3 of them."""
+    import scipy.sparse as sp
+    m = 12
+    T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
+    I = sp.identity(m)
+    L = (sp.kron(sp.kron(T, I), I) + sp.kron(sp.kron(I, T), I) + sp.kron(sp.kron(I, I), T)).tocsr()
+    g = (np.arange(m) + 1.0) / (m + 1)
+    z, y, x = np.meshgrid(g, g, g, indexing="ij")
+    xyz = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1)
+    A = PETSc.Mat().createAIJ((m ** 3, m ** 3), comm=PETSc.COMM_WORLD)
+    A.setUp()
+    lo, hi = A.getOwnershipRange()
+    rows = L[lo:hi]
+    A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
+    A.assemble()
+    set_coordinates(A, xyz[lo:hi])
+    b = A.createVecLeft()
+    b.set(1.0)
+    for N in (8, 27):
+        pc = pc_from_options(A, f"b3d{N}_", pc=PC, subdomains=N)
+        ctx = pc.getPythonContext()
+        assert ctx.meta["coarse_space"] == "hats" and ctx.subdomains.partitioner == "boxes"
+        assert ctx.meta["n0"] == (round(N ** (1 / 3)) - 1) ** 3
+        pc.destroy()
+        r = solve_with_pc_options(A, b, f"b3ds{N}_", pc=PC, subdomains=N)
+        assert r.converged and r.rnorm_true < 1e-8
+    A.destroy(), b.destroy()
