@@ -215,7 +215,6 @@ def test_bad_input_raises_on_every_rank():
 def test_3d_box_partition_and_hats_by_default():
     """A 3D 7-point Laplacian with coordinates gets box subdomains and Q1 hats from the
     defaults: one hat per interior vertex of the box grid, (B - 1)^3 of them."""
-    import scipy.sparse as sp
     m = 12
     T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(m, m))
     I = sp.identity(m)
