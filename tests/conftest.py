@@ -22,6 +22,9 @@ import petsc_client  # noqa: E402
 # One thread per rank: ranks already share two cores.
 torch.set_num_threads(1)
 
+# Under MPI the first failing test aborts every rank (see mpi_abort_plugin).
+pytest_plugins = ["mpi_abort_plugin"]
+
 
 def pytest_configure(config):
     # Ranks must not clean up each other's temporary directories.

@@ -4,7 +4,9 @@ between the distributed PC and a serial construction on 1-4 ranks, and bad input
 every rank."""
 import json
 import os
+import shlex
 import shutil
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -114,8 +116,34 @@ def test_shipped_model_reproduces_its_recorded_iterations():
     with open(PRETRAINED + ".json") as f:
         record = json.load(f)
     load_model(PRETRAINED)
-    assert record["command"].startswith("mpiexec -n ") and len(record["check"]) == 3
+    assert len(record["check"]) == 3
     assert check_iterations(PRETRAINED) == record["check"]
+
+
+def test_shipped_model_records_the_command_that_reproduces_it(monkeypatch):
+    """The recorded command runs the training script on the recorded number of ranks, and
+    its options, read by the script's own parser, give exactly the recorded training settings
+    and the shipped file as output (training itself is stubbed out)."""
+    from ddlearn.learned import local_training
+    with open(PRETRAINED + ".json") as f:
+        record = json.load(f)
+    words = shlex.split(record["command"])
+    assert words[:2] == ["mpiexec", "-n"] and int(words[2]) == record["ranks"]
+    assert words[3:6] == ["python", "-m", "ddlearn.learned.local_training"]
+    seen = {}
+
+    def fake_train(cfg, out, **kw):
+        seen.update(cfg=cfg, out=out)
+        return {"best_validation": 0.0, "best_step": 0, "data_s": 0.0, "train_s": 0.0,
+                "ranks": COMM.Get_size()}
+
+    monkeypatch.setattr(local_training, "train_local_coarse", fake_train)
+    monkeypatch.setattr(local_training, "update_record", lambda *a, **kw: None)
+    monkeypatch.setattr(local_training, "check_iterations", lambda *a, **kw: [])
+    local_training.main(words[6:])
+    config = asdict(seen["cfg"])
+    assert {**config, "families": list(config["families"])} == record["train_config"]
+    assert os.path.abspath(seen["out"]) == os.path.abspath(PRETRAINED)
 
 
 def test_outside_the_trained_families_still_converges():

@@ -18,6 +18,8 @@ __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_sym
 #: Krylov methods that need a symmetric operator and preconditioner
 SYMMETRIC_KRYLOV = ("cg", "cr", "minres")
 
+_PETSC_ERR_SUP = 56  # PETSc's "no support for this operation for this object type"
+
 _REASONS = {getattr(PETSc.KSP.ConvergedReason, k): k
             for k in dir(PETSc.KSP.ConvergedReason) if k.isupper()}
 
@@ -46,25 +48,57 @@ class KrylovResult:
         return asdict(self)
 
 
+def _is_symmetric(A: PETSc.Mat) -> bool | None:
+    """Whether ``A`` is symmetric to ``1e-12 ||A||_inf``, measured: a symmetry flag set on an
+    assembled matrix survives later changes of its values, so it is not trusted. For a shell
+    matrix, which cannot be measured, its flag if one is set, else ``None``; ``None`` too for a
+    type without a symmetry test. Collective; the type, and so the answer, is the same on every
+    rank."""
+    if A.getType() in (PETSc.Mat.Type.SHELL, PETSc.Mat.Type.PYTHON):
+        known, flag = A.isSymmetricKnown()
+        return bool(flag) if known else None
+    try:
+        tol = 1e-12 * A.norm(PETSc.NormType.INFINITY)
+        return bool(A.isSymmetric(tol))
+    except PETSc.Error as e:
+        if e.ierr == _PETSC_ERR_SUP:
+            return None
+        raise
+
+
 def check_symmetric(A: PETSc.Mat, ksp_type: str) -> None:
     """CG and MINRES need a symmetric operator: refuse a nonsymmetric one (collective, so the
     error is raised on every rank)."""
     if ksp_type not in SYMMETRIC_KRYLOV:
         return
-    tol = 1e-12 * A.norm(PETSc.NormType.INFINITY)
-    if not A.isSymmetric(tol):
+    if _is_symmetric(A) is False:
         raise ValueError(f"the matrix is not symmetric, so {ksp_type.upper()} does not apply; "
                          f"use a nonsymmetric Krylov method such as -ksp_type gmres")
 
 
-def check_symmetric_pc(ksp: PETSc.KSP) -> None:
-    """Refuse a Python preconditioner that declares itself nonsymmetric (``symmetric = False``)
-    under CG, CR or MINRES, on every rank (the KSP type and the context are the same on all)."""
+def check_symmetric_pc(ksp: PETSc.KSP, matrix: bool = True) -> None:
+    """Refuse, on every rank, what CG, CR or MINRES cannot use: a nonsymmetric matrix (the
+    operator or the matrix the preconditioner is built from, tested as :func:`check_symmetric`
+    does) or a Python preconditioner that declares itself nonsymmetric (``symmetric = False``).
+
+    A preconditioner cannot see its KSP: it checks the options database only (``-ksp_type``
+    under its prefix), so a Krylov method chosen in code (``ksp.setType("cg")``) escapes it.
+    Call this on the KSP after configuring it (after ``setFromOptions``; again after
+    ``setUp`` for a preconditioner whose form is known only then, there with
+    ``matrix=False`` when the matrices were checked already). Collective."""
+    ksp_type = ksp.getType()
+    if ksp_type not in SYMMETRIC_KRYLOV:
+        return
+    if matrix:
+        A, P = ksp.getOperators()
+        for M in (A,) if P.handle == A.handle else (A, P):
+            if M.getType() is not None:  # None: no operator set yet
+                check_symmetric(M, ksp_type)
     pc = ksp.getPC()
-    if ksp.getType() not in SYMMETRIC_KRYLOV or pc.getType() != PETSc.PC.Type.PYTHON:
+    if pc.getType() != PETSc.PC.Type.PYTHON:
         return
     if getattr(pc.getPythonContext(), "symmetric", True) is False:
-        raise ValueError(f"the preconditioner is not symmetric, so {ksp.getType().upper()} does "
+        raise ValueError(f"the preconditioner is not symmetric, so {ksp_type.upper()} does "
                          f"not apply: use -ksp_type gmres or fgmres, or a symmetric mode")
 
 
@@ -106,7 +140,8 @@ def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,
         ksp.setTolerances(rtol=rtol, atol=0.0, max_it=max_it)
         configure(ksp.getPC())
         ksp.setFromOptions()
-        check_symmetric_pc(ksp)
+        # the PC, and the matrix unless checked above, under the KSP the options chose
+        check_symmetric_pc(ksp, matrix=ksp_type not in SYMMETRIC_KRYLOV)
         ksp.setConvergenceHistory(reset=True)
         x = b.duplicate()
         x.set(0.0)
@@ -114,7 +149,8 @@ def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,
         # timed set-up rather than in the first solve
         setup_s = _wall(comm, lambda: (ksp.setUp(), exact_local_solves(ksp.getPC()),
                                        ksp.setUpOnBlocks()))
-        check_symmetric_pc(ksp)  # a mode chosen from the model file is known only now
+        # a mode chosen from the model file is known only now
+        check_symmetric_pc(ksp, matrix=False)
         solve_s = _wall(comm, lambda: ksp.solve(b, x))
         r = b.duplicate()
         A.mult(x, r)
