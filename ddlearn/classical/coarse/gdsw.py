@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
-from .interface import energy_minimal_extension, interface_components, on_rank0
+from .interface import InterfaceCoarseSpace, energy_minimal_extension, interface_components
 from .nicolaides import orthonormal_columns
 
-__all__ = ["GDSW", "gdsw_basis", "interface_basis"]
+__all__ = ["GDSW", "gdsw_basis", "interface_basis", "extended_basis"]
 
 
 def interface_basis(n: int, groups, Z: np.ndarray | None, block_size: int) -> sp.csr_matrix:
@@ -39,6 +38,14 @@ def interface_basis(n: int, groups, Z: np.ndarray | None, block_size: int) -> sp
         else sp.csr_matrix((n, 0))
 
 
+def extended_basis(A, part: np.ndarray, gamma: np.ndarray, groups, Z, block_size: int):
+    r""":math:`\Phi` from the interface node groups (:func:`interface_basis`) extended
+    energy-minimally into the parts, and its column count."""
+    Phi_gamma = interface_basis(A.shape[0], groups, Z, block_size)
+    interface = (block_size * gamma[:, None] + np.arange(block_size)).ravel()
+    return energy_minimal_extension(A, part, interface, Phi_gamma), int(Phi_gamma.shape[1])
+
+
 def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
                block_size: int = 1) -> tuple[sp.csr_matrix, dict]:
     r""":math:`\Phi` of the GDSW coarse space (scipy, serial) and a summary."""
@@ -47,16 +54,10 @@ def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
     splits = np.cumsum(np.bincount(component))[:-1] if len(gamma) else []
     groups = [(gamma[c], np.ones(len(c))) for c in np.split(order, splits)] if len(gamma) \
         else []
-    Phi_gamma = interface_basis(A.shape[0], groups, Z, block_size)
-    interface = (block_size * gamma[:, None] + np.arange(block_size)).ravel()
-    return (energy_minimal_extension(A, part, interface, Phi_gamma),
-            {"components": len(groups), "n0": int(Phi_gamma.shape[1])})
+    Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size)
+    return Phi, {"components": len(groups), "n0": n0}
 
 
-class GDSW(CoarseSpace):
+class GDSW(InterfaceCoarseSpace):
     name = "gdsw"
-    value_dependent = True
-
-    def vectors(self, inp: CoarseInput) -> CoarseVectors:
-        out, self.found = on_rank0(inp, gdsw_basis, "GDSW")
-        return out
+    build = staticmethod(gdsw_basis)

@@ -21,9 +21,10 @@ import scipy.sparse.linalg as spla
 
 from ...decomposition.collective import collective_check
 from ...decomposition.partition import gather_matrix, scatter_rows
-from ..coarse_space import CoarseInput, CoarseVectors
+from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 
-__all__ = ["interface_components", "touch_sets", "energy_minimal_extension", "on_rank0"]
+__all__ = ["interface_components", "touch_sets", "energy_minimal_extension", "on_rank0",
+           "InterfaceCoarseSpace"]
 
 
 def _node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
@@ -114,3 +115,18 @@ def on_rank0(inp: CoarseInput, build, what: str) -> tuple[CoarseVectors, dict]:
     info = mpi.bcast(info, root=0)
     rows = scatter_rows(comm, Phi, np.asarray(inp.A.getOwnershipRanges()))
     return CoarseVectors.from_rows(rows, inp.A.getOwnershipRange()[0]), info
+
+
+class InterfaceCoarseSpace(CoarseSpace):
+    """A GDSW-type family: ``build(A, part, Z, block_size) -> (Phi, info)`` run on rank 0 by
+    :func:`on_rank0` (subclasses set ``name`` and ``build``)."""
+
+    value_dependent = True
+
+    @staticmethod
+    def build(A, part, Z, block_size):  # pragma: no cover - protocol
+        raise NotImplementedError
+
+    def vectors(self, inp: CoarseInput) -> CoarseVectors:
+        out, self.found = on_rank0(inp, self.build, self.name.upper())
+        return out

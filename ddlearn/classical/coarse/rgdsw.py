@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
-from .gdsw import interface_basis
-from .interface import energy_minimal_extension, interface_components, on_rank0, touch_sets
+from .gdsw import extended_basis
+from .interface import InterfaceCoarseSpace, interface_components, touch_sets
 
 __all__ = ["RGDSW", "rgdsw_basis"]
 
@@ -40,17 +39,10 @@ def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: in
             members[c][1].append(1.0 / len(C))
     groups = [(np.asarray(m[0], dtype=np.int64), np.asarray(m[1])) for m in members.values()
               if m[0]]
-    Phi_gamma = interface_basis(A.shape[0], groups, Z, block_size)
-    interface = (block_size * gamma[:, None] + np.arange(block_size)).ravel()
-    return (energy_minimal_extension(A, part, interface, Phi_gamma),
-            {"coarse_nodes": len(groups), "components": len(keys),
-             "n0": int(Phi_gamma.shape[1])})
+    Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size)
+    return Phi, {"coarse_nodes": len(groups), "components": len(keys), "n0": n0}
 
 
-class RGDSW(CoarseSpace):
+class RGDSW(InterfaceCoarseSpace):
     name = "rgdsw"
-    value_dependent = True
-
-    def vectors(self, inp: CoarseInput) -> CoarseVectors:
-        out, self.found = on_rank0(inp, rgdsw_basis, "RGDSW")
-        return out
+    build = staticmethod(rgdsw_basis)
