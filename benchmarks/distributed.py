@@ -26,12 +26,12 @@ def worker(out: str) -> None:
     from mpi4py import MPI
     from petsc4py import PETSc
 
-    from ddlearn.learned.attention import SchwarzAttention
-    from ddlearn.learned.data import make_splits
-    from ddlearn.learned.distributed import DistributedSchwarzAttention, PetscExactSolver
+    from ddlearn.learned.operators.attention import SchwarzAttention
+    from ddlearn.learned.operators.data import make_splits
+    from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
     from ddlearn.decomposition.layout import Layout
     from ddlearn.decomposition.problems import Poisson1D
-    from ddlearn.learned.training import TrainConfig, train
+    from ddlearn.learned.operators.training import TrainConfig, train
     from ddlearn.classical.overlapping import configure_asm, exact_local_solves
 
     torch.set_num_threads(1)
@@ -84,7 +84,7 @@ def worker(out: str) -> None:
 
     def step():
         opt.zero_grad()
-        from ddlearn.learned.distributed import allreduce_sum
+        from ddlearn.learned.operators.distributed import allreduce_sum
         allreduce_sum((d(F) ** 2).sum()[None], comm).sum().backward()
         opt.step()
 

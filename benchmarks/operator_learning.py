@@ -5,10 +5,10 @@ FLARE and FLARE++ on 1D Poisson with Fourier right-hand sides, under one trainin
     python benchmarks/operator_learning.py --quick --json OUT.json              # small, ~1 minute
     python benchmarks/operator_learning.py --report A.json B.json ... --json SUMMARY.json
 
-Per size ``n`` and model (``ddlearn.learned.protocol``):
+Per size ``n`` and model (``ddlearn.learned.operators.protocol``):
 
 1. initial validation error of the random initialisation and of the data-aware one
-   (``ddlearn.learned.data_init``; its cost in seconds);
+   (``ddlearn.learned.operators.data_init``; its cost in seconds);
 2. learning-rate sweep: one run per learning rate at ``--sweep-steps`` (default 500; seed 0),
    the rate with the lowest validation error is kept;
 3. budget ladder with that rate for ``--seeds`` seeds (seed s: data draw, initialisation,
@@ -37,13 +37,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
-from ddlearn.learned.attention import GlobalAttention, SchwarzAttention  # noqa: E402
-from ddlearn.learned.checkpoint import atomic_write_json  # noqa: E402
-from ddlearn.learned.data import make_splits  # noqa: E402
-from ddlearn.learned.data_init import data_init  # noqa: E402
-from ddlearn.learned.flare import FLARE, FLAREPlusPlus  # noqa: E402
-from ddlearn.learned.protocol import budget_ladder, lr_sweep  # noqa: E402
-from ddlearn.learned.training import evaluate  # noqa: E402
+from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention  # noqa: E402
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.learned.operators.data import make_splits  # noqa: E402
+from ddlearn.learned.operators.data_init import data_init  # noqa: E402
+from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus  # noqa: E402
+from ddlearn.learned.operators.protocol import budget_ladder, lr_sweep  # noqa: E402
+from ddlearn.learned.operators.training import evaluate  # noqa: E402
 
 FAMILIES = ("schwarz", "global", "flare", "flare++")
 THRESHOLDS = (1e-2, 3e-3)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 import petsc4py
@@ -23,12 +22,26 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from coarse_spaces import natural_matrix  # noqa: E402
+import numpy as np  # noqa: E402
+
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.pc import set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 COARSE = ("hats", "nicolaides", "gdsw", "spectral", "learned")
+
+
+def natural_matrix(problem) -> PETSc.Mat:
+    """The problem's matrix in natural ordering, PETSc's rows, coordinates attached (only what
+    every version of the package provides)."""
+    A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
+    A.setUp()
+    lo, hi = A.getOwnershipRange()
+    rows = problem.rows(np.arange(lo, hi))
+    A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
+    A.assemble()
+    set_coordinates(A, problem.coordinates()[lo:hi])
+    return A
 
 
 def _wall(fn) -> float:

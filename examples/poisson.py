@@ -47,7 +47,7 @@ checkpoint cached for it (``train_s`` is 0 then):
   -learned_insitu_rank R -learned_insitu_batch B -learned_insitu_cg_steps K
   -learned_insitu_eval_every E -learned_insitu_eval_rhs M -learned_insitu_seed S
   -learned_insitu_objective {error,condition}
-                       the in-situ learned preconditioner (ddlearn.learned.basis), trained inside
+                       the in-situ learned preconditioner (ddlearn.learned.coarse.basis), trained inside
                        CG on the one matrix it serves
   -attention_steps S -attention_rank R -attention_samples M
                        the paper-form operator alone, trained on Fourier data
@@ -67,7 +67,8 @@ petsc4py.init(sys.argv)
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.classical.spectral import SpectralSettings  # noqa: E402
+from ddlearn.classical.coarse.hats import Hats  # noqa: E402
+from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import PROBLEMS, make_problem  # noqa: E402
 from ddlearn.learned.local_training import SEEDS  # noqa: E402
 from solvers.learned import LearnedSettings  # noqa: E402
@@ -78,6 +79,14 @@ from solvers.report import format_table, plot_histories  # noqa: E402
 #: The repository root; the default JSON goes to its benchmarks/results/ wherever the job runs.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_JSON = os.path.join(ROOT, "benchmarks", "results", "main_job.json")
+
+
+def spectral_space(opts):
+    """The spectral method's coarse space from the ``-spectral_*`` options (with the hats
+    added by ``-spectral_with_hats``)."""
+    space = Spectral(opts.getInt("spectral_nev", 8), opts.getReal("spectral_threshold", 0.0),
+                     opts.getString("spectral_eigensolver", "slepc"))
+    return Hats() + space if opts.getBool("spectral_with_hats", False) else space
 
 
 def read_options(opts: PETSc.Options) -> dict:
@@ -100,10 +109,7 @@ def read_options(opts: PETSc.Options) -> dict:
         "field_seed": opts.getInt("field_seed", SEEDS["test"]),
         "methods": parse_methods(methods) if methods else None,
         "learned": LearnedSettings.from_options(opts),
-        "spectral": SpectralSettings(opts.getInt("spectral_nev", 8),
-                                     opts.getReal("spectral_threshold", 0.0),
-                                     opts.getString("spectral_eigensolver", "slepc")),
-        "spectral_with_hats": opts.getBool("spectral_with_hats", False),
+        "spectral": spectral_space(opts),
         "ksp_type": opts.getString("ksp_type", "cg"),
         "rtol": opts.getReal("rtol", 1e-8),
         "json": opts.getString("json", DEFAULT_JSON),
@@ -141,7 +147,7 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
     methods = cfg["methods"] or list(DEFAULT_METHODS if name.startswith("poisson")
                                      else CONTRAST_METHODS)
     case = Case.build(problem, cfg["subdomains"], cfg["overlap"], cfg["coarse_space"], comm)
-    case.spectral, case.spectral_with_hats = cfg["spectral"], cfg["spectral_with_hats"]
+    case.spectral = cfg["spectral"]
     PETSc.Sys.Print(f"{problem.name}{' ' + str(kwargs) if kwargs else ''}: n = {problem.n} "
                     f"unknowns, N = {case.dec.N} subdomains {case.dec.boxes}, overlap "
                     f"{case.dec.overlap}, n_0 = {case.Phi.shape[1]} ({cfg['coarse_space']}), "
