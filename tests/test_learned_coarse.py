@@ -18,13 +18,14 @@ from mpi4py import MPI
 from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
                       raised_everywhere)
 from ddlearn.classical import reference
-from ddlearn.classical.spectral import SpectralSettings, local_eigenvectors
+from ddlearn.classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import Diffusion2D, make_problem
 from ddlearn.learned.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
                                           refine, ritz_loss, save_model, serial_basis)
 from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations,
                                             train_local_coarse)
+from ddlearn.learned.coarse.learned import Learned
 from ddlearn.pc import two_level
 
 COMM = MPI.COMM_WORLD
@@ -103,7 +104,7 @@ def test_spd_for_random_weights_and_fields(tmp_path_factory):
     for family, seed in (("channels", 1), ("inclusions", 2), ("lognormal", 3)):
         prob = make_problem(f"random_{family}", 31, contrast=1e6, seed=seed)
         A = prob.matrix()
-        T = two_level(A, "learned", subdomains=4, model=path, learned_nev=4)
+        T = two_level(A, Learned(path, nev=4), subdomains=4)
         Minv = T.aspreconditioner() @ np.eye(A.shape[0])
         assert np.abs(Minv - Minv.T).max() <= 1e-10 * np.abs(Minv).max()
         assert np.linalg.eigvalsh((Minv + Minv.T) / 2).min() > 0
@@ -170,9 +171,9 @@ def test_distributed_equals_serial_construction(tmp_path_factory, hats):
     n, N, k = 31, 4, 4
     path = _model_file(tmp_path_factory, seed=2)
     A = client_matrix(n, 1e6)
-    pc = pc_from_options(A, f"lc_par_{int(hats)}_", pc=PC, subdomains=N, coarse_space="learned",
-                         model=path, learned_nev=k, learned_steps=1,
-                         **({"learned_with_hats": ""} if hats else {}))
+    pc = pc_from_options(A, f"lc_par_{int(hats)}_", pc=PC, subdomains=N,
+                         coarse_space="hats+learned" if hats else "learned",
+                         learned_model=path, learned_nev=k, learned_steps=1)
     ctx = pc.getPythonContext()
     s = ctx.subdomains
     sets = sum(COMM.allgather([(int(i), I, D) for i, I, D in zip(s.ids, s.overlapping,
@@ -183,7 +184,7 @@ def test_distributed_equals_serial_construction(tmp_path_factory, hats):
     model, _, _ = load_model(path)
     Phi = serial_basis(As, [t[1] for t in sets], [t[2] for t in sets], model, k, 1).toarray()
     if hats:
-        Phi = np.hstack([gathered_csr(ctx.Phi).toarray()[:, :ctx.subdomains.n0], Phi])
+        Phi = np.hstack([gathered_csr(ctx.Phi).toarray()[:, :ctx.meta['hats']['n0']], Phi])
     assert ctx.Phi.getSize() == Phi.shape
     dec = type("dec", (), {"subdomains": [t[1] for t in sets], "owned": [t[1] for t in sets]})()
     ref = reference.two_level(As, dec, sp.csr_matrix(Phi))
@@ -200,11 +201,11 @@ def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
     coarser = _model_file(tmp_path_factory, "coarser.pt", sizes=(2000, 2400))
     cases = [
         (dict(overlap=2), "trained with overlap 1"),
-        (dict(model=coarser), "local resolution"),
+        (dict(learned_model=coarser), "local resolution"),
         (dict(learned_nev=40), "exceeds"),
     ]
     for j, (extra, expected) in enumerate(cases):
-        opts = {"subdomains": 4, "coarse_space": "learned", "model": path, **extra}
+        opts = {"subdomains": 4, "coarse_space": "learned", "learned_model": path, **extra}
         msgs = raised_everywhere(lambda: pc_from_options(A, f"lc_bad{j}_", pc=PC,
                                                          **opts).destroy(), exc=Exception)
         assert all(m is not None and expected in m for m in msgs), (extra, msgs)
@@ -217,7 +218,7 @@ def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
             f.write(b"\0")
     COMM.Barrier()
     msgs = raised_everywhere(lambda: pc_from_options(A, "lc_hash_", pc=PC, subdomains=4,
-                                                     coarse_space="learned", model=bad).destroy(),
+                                                     coarse_space="learned", learned_model=bad).destroy(),
                              exc=Exception)
     assert all(m is not None and "SHA-256" in m for m in msgs), msgs
     A.destroy()
@@ -228,7 +229,7 @@ def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
         A.setValue(lo, lo, np.nan)
     A.assemble()
     msgs = raised_everywhere(lambda: pc_from_options(A, "lc_nan_", pc=PC, subdomains=4,
-                                                     coarse_space="learned", model=path).destroy(),
+                                                     coarse_space="learned", learned_model=path).destroy(),
                              exc=Exception)
     assert all(m is not None and "non-finite" in m for m in msgs), msgs
     A.destroy()

@@ -59,9 +59,10 @@ from petsc4py import PETSc
 from torch import nn
 
 from ..classical.reference import neumann_matrix
-from ..classical.spectral import local_columns, neumann_matrices, regularised_pencil
+from ..classical.coarse_space import CoarseVectors, subdomain_columns
+from ..classical.neumann import neumann_matrices, regularised_pencil
 from ..decomposition.collective import collective_check
-from .checkpoint import atomic_write, atomic_write_json, read_payload
+from .common import atomic_write, atomic_write_json, read_payload
 
 __all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
            "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
@@ -386,13 +387,13 @@ def check_inputs(comm, model_meta: dict, stats: dict, overlap: int) -> list[str]
 
 
 def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, k: int, steps: int,
-                    first_column: int = 0):
-    r"""This rank's entries of the learned coarse vectors :math:`R_i^TD_iV_i` (as
-    :func:`ddlearn.classical.spectral.spectral_entries`), the number of columns, this rank's
-    input statistics and the timing split ``{factor_s, forward_s, refine_s}`` (collective)."""
+                    auxiliary=None) -> tuple[CoarseVectors, dict, dict]:
+    r"""This rank's entries of the learned coarse vectors :math:`R_i^TD_iV_i` (on the user's
+    ``auxiliary`` Neumann matrices when given, else the algebraic ones), this rank's input
+    statistics and the timing split ``{factor_s, forward_s, refine_s}`` (collective)."""
     comm = A.getComm()
     clock = time.perf_counter()
-    ANs = neumann_matrices(A, subdomains)
+    ANs = neumann_matrices(A, subdomains, auxiliary, "the learned coarse space")
     try:
         batch, error = PatchBatch(ANs, subdomains.weights, subdomains.ids), None
     except (ValueError, RuntimeError) as e:  # RuntimeError: splu of a singular matrix
@@ -405,6 +406,5 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, k: int, ste
              zip(subdomains.ids, subdomains.overlapping, subdomains.weights,
                  refine(batch, X, steps, k))} if len(batch) else {}
     refine_s = time.perf_counter() - clock - factor_s - forward_s
-    rows, cols, vals, n = local_columns(comm, subdomains.N, found, first_column)
     timing = {"factor_s": factor_s, "forward_s": forward_s, "refine_s": refine_s}
-    return rows, cols, vals, n, input_statistics(batch), timing
+    return subdomain_columns(comm, subdomains.N, found), input_statistics(batch), timing

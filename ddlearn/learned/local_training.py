@@ -16,7 +16,6 @@ run resumes from its checkpoint.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -29,12 +28,12 @@ from mpi4py import MPI
 
 from ..classical import reference
 from ..classical.reference import neumann_matrix
-from ..classical.spectral import SpectralSettings, local_eigenvectors
+from ..classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ..decomposition import Decomposition
 from ..decomposition.problems import make_problem
 from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics, load_model, ritz_loss,
                            save_model, serial_basis, update_record)
-from .training import BestState, progress_bar
+from .common import BestState, cosine_schedule, progress_bar
 
 __all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches",
            "train_local_coarse", "check_iterations", "CHECK_FIELDS", "main"]
@@ -127,10 +126,8 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     data_s = comm.allreduce(time.perf_counter() - clock, op=MPI.MAX)
     model = LocalCoarseNet(cfg.vectors, cfg.hidden, cfg.layers, cfg.seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    ratio = cfg.lr_final / cfg.lr
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: ratio + (1 - ratio) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.iterations)
-                                                                 / cfg.iterations)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(cfg.lr, cfg.lr_final,
+                                                                   cfg.iterations))
     start, history, train_s = 0, [], 0.0
     if resume:
         try:
