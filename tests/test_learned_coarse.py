@@ -23,9 +23,9 @@ from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import Diffusion2D, make_problem
 from ddlearn.learned.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
                                           refine, ritz_loss, save_model, serial_basis)
-from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations,
-                                            train_local_coarse)
 from ddlearn.learned.coarse.learned import Learned
+from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations, main,
+                                            step_fields, train_local_coarse)
 from ddlearn.pc import two_level
 
 COMM = MPI.COMM_WORLD
@@ -76,8 +76,8 @@ def test_features_do_not_depend_on_the_batch():
 
 def test_training_resumes_exactly(tmp_path):
     cfg = LocalTrainConfig(families=("channels",), fields_per_family=2, validation_per_family=1,
-                           n=31, N=4, k=3, vectors=3, hidden=6, layers=1, iterations=6,
-                           eval_every=2, lr=1e-2)
+                           fields_per_step=2, n=31, N=4, k=3, vectors=3, hidden=6, layers=1,
+                           iterations=6, eval_every=2, lr=1e-2)
     straight = train_local_coarse(cfg, str(tmp_path / "a.pt"), COMM.Clone(), progress=False)
     # a run interrupted after 4 steps, then resumed from its checkpoint
     part = train_local_coarse(cfg, str(tmp_path / "c.pt"), COMM.Clone(), progress=False, until=4)
@@ -97,6 +97,98 @@ def test_training_resumes_exactly(tmp_path):
     c, _, _ = load_model(str(tmp_path / "c.pt"))
     for p, q in zip(a.parameters(), c.parameters()):
         assert torch.equal(p, q)
+
+
+def test_step_batches_depend_on_seed_and_step_only():
+    """Every step draws one field per residue class mod fields_per_step, from (seed, step)."""
+    cfg = LocalTrainConfig(fields_per_family=5, fields_per_step=4)  # 15 fields
+    batches = [step_fields(cfg, t) for t in range(200)]
+    assert batches == [step_fields(cfg, t) for t in range(200)]
+    assert all([f % 4 for f in b] == [0, 1, 2, 3] and max(b) < 15 for b in batches)
+    assert set(sum(batches, [])) == set(range(15))
+    assert step_fields(LocalTrainConfig(**{**cfg.__dict__, "seed": 1}), 0) != batches[0]
+    with pytest.raises(ValueError, match="fields_per_step"):
+        train_local_coarse(LocalTrainConfig(**{**cfg.__dict__, "fields_per_step": 16}), "x.pt")
+
+
+def _shipped_copy(tmp_path, record=True):
+    path = str(tmp_path / "model.pt")
+    shutil.copy(PRETRAINED, path)
+    if record:
+        shutil.copy(PRETRAINED + ".json", path + ".json")
+    return path
+
+
+def test_damaged_or_unrecorded_model_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """The SHA-256 of the record is checked before the file is unpickled: a truncated or
+    modified copy of the shipped model, or one without its record, is refused with a message
+    that names the file and the fix."""
+    good = _shipped_copy(tmp_path)
+    model, meta, _ = load_model(good)
+    assert meta["train_config"]["k"] == 8 and isinstance(model, LocalCoarseNet)
+    reads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda f, *a, **kw: (reads.append(f),
+                                                             real_load(f, *a, **kw))[1])
+    (tmp_path / "truncated").mkdir()
+    truncated = _shipped_copy(tmp_path / "truncated")
+    with open(truncated, "r+b") as f:
+        f.truncate(os.path.getsize(truncated) // 2)
+    with pytest.raises(ValueError, match="SHA-256") as e:
+        load_model(truncated)
+    assert truncated in str(e.value) and "local_training --out" in str(e.value)
+    (tmp_path / "modified").mkdir()
+    modified = _shipped_copy(tmp_path / "modified")
+    with open(modified, "r+b") as f:  # same size, one byte changed
+        f.seek(os.path.getsize(modified) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_model(modified)
+    (tmp_path / "bare").mkdir()
+    bare = _shipped_copy(tmp_path / "bare", record=False)
+    with pytest.raises(ValueError, match="no record") as e:
+        load_model(bare)
+    assert bare + ".json" in str(e.value) and "local_training" in str(e.value)
+    assert "restore" in str(e.value)
+    assert reads == []  # none of the refused files was unpickled
+    load_model(good)
+    assert reads == [good]
+
+
+def test_command_line_refuses_to_overwrite_without_force(tmp_path, monkeypatch, capsys):
+    """An existing --out (by default ./local_coarse.pt), the shipped model included, is
+    refused before anything is computed or written; --force overwrites, and the recorded
+    command reproduces the run without the run-control options."""
+    tiny = ["--families", "channels", "--fields-per-family", "4", "--validation-per-family",
+            "1", "--n", "31", "--N", "4", "--k", "3", "--vectors", "3", "--hidden", "6",
+            "--layers", "1", "--iterations", "2", "--eval-every", "1", "--no-progress"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local_coarse.pt").write_bytes(b"someone's model")
+    out = tmp_path / "mine.pt"
+    out.write_bytes(b"my model")
+    before = _shipped_state()
+    for argv in (tiny, ["--out", str(out), *tiny], ["--out", PRETRAINED, *tiny]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "exists" in capsys.readouterr().err
+        assert sorted(os.listdir(tmp_path)) == ["local_coarse.pt", "mine.pt"]
+    assert (tmp_path / "local_coarse.pt").read_bytes() == b"someone's model"
+    assert out.read_bytes() == b"my model" and _shipped_state() == before
+    record = main(["--out", str(out), "--force", *tiny])
+    assert record["train_config"]["fields_per_step"] == 4 and record["ranks"] == 1
+    with open(str(out) + ".json") as f:
+        saved = json.load(f)
+    assert saved["command"] == ("mpiexec -n 1 python -m ddlearn.learned.local_training --out "
+                                + str(out) + " " + " ".join(tiny[:-1]))
+    assert len(saved["check"]) == 3
+    load_model(str(out))
+
+
+def _shipped_state():
+    """When the shipped model and its record were last written."""
+    return [os.stat(p).st_mtime_ns for p in (PRETRAINED, PRETRAINED + ".json")]
 
 
 def test_spd_for_random_weights_and_fields(tmp_path_factory):
@@ -141,7 +233,7 @@ def test_shipped_model_records_the_command_that_reproduces_it(monkeypatch):
     monkeypatch.setattr(local_training, "train_local_coarse", fake_train)
     monkeypatch.setattr(local_training, "update_record", lambda *a, **kw: None)
     monkeypatch.setattr(local_training, "check_iterations", lambda *a, **kw: [])
-    local_training.main(words[6:])
+    local_training.main(words[6:] + ["--force"])  # the record never carries --force
     config = asdict(seen["cfg"])
     assert {**config, "families": list(config["families"])} == record["train_config"]
     assert os.path.abspath(seen["out"]) == os.path.abspath(PRETRAINED)

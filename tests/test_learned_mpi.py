@@ -16,6 +16,8 @@ from ddlearn.learned.coarse.basis import (aslinearoperator, basis_correction_mod
 from ddlearn.learned.coarse.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
                                          train_preconditioner)
 from ddlearn.decomposition.problems import make_problem
+from ddlearn.learned.local_coarse import load_model
+from ddlearn.learned.local_training import LocalTrainConfig, train_local_coarse
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -106,6 +108,33 @@ def test_training_is_rank_count_independent_and_keeps_best_state():
     assert final_w == final_s == world.best_iterations == min(world.history["iterations"])
     assert world.history["step"][world.history["iterations"].index(world.best_iterations)] \
         == world.best_step
+
+
+@pytest.mark.mpi(min_size=2)
+def test_local_coarse_training_is_rank_count_independent(tmp_path):
+    """The offline training of the learned local coarse space on all ranks and on one rank
+    (every rank alone, a communicator of size 1) trains on the same fields every step: the
+    same losses and parameters up to round-off."""
+    cfg = LocalTrainConfig(families=("channels", "lognormal"), fields_per_family=2,
+                           validation_per_family=1, fields_per_step=4, n=31, N=4, k=3,
+                           vectors=3, hidden=6, layers=1, iterations=8, eval_every=2, lr=1e-2)
+    base = COMM.bcast(str(tmp_path), root=0)
+    world_comm, alone_comm = COMM.Clone(), COMM.Split(COMM.rank, 0)
+    world = train_local_coarse(cfg, f"{base}/world.pt", world_comm, progress=False)
+    alone = train_local_coarse(cfg, f"{base}/alone{COMM.rank}.pt", alone_comm, progress=False)
+    assert world["ranks"] == COMM.size and alone["ranks"] == 1
+    assert world["fields"] == alone["fields"] == 4
+    for key in ("train_loss", "validation"):
+        np.testing.assert_allclose([h[key] for h in world["history"]],
+                                   [h[key] for h in alone["history"]], rtol=1e-8)
+    assert world["best_step"] == alone["best_step"]
+    np.testing.assert_allclose(world["best_validation"], alone["best_validation"], rtol=1e-8)
+    COMM.Barrier()
+    a, _, _ = load_model(f"{base}/world.pt")
+    b, _, _ = load_model(f"{base}/alone{COMM.rank}.pt")
+    for p, q in zip(a.parameters(), b.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-8, atol=1e-12)
+    world_comm.Free(), alone_comm.Free()
 
 
 def test_best_state_rule_survives_a_destructive_learning_rate():

@@ -66,12 +66,13 @@ from .common import atomic_write, atomic_write_json, read_payload
 
 __all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
            "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
-           "input_statistics", "check_inputs", "learned_entries", "is_model_file", "PRETRAINED",
+           "input_statistics", "check_inputs", "learned_entries", "PRETRAINED",
            "serial_basis", "update_record"]
 
 KIND = "learned-local-coarse"
 FORMAT_VERSION = 1
-#: the model shipped with ddlearn (``python -m ddlearn.learned.local_training`` remakes it)
+#: the model shipped with ddlearn (the command in its record ``PRETRAINED + '.json'``, with
+#: ``--force``, remakes it in place)
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained",
                           "local_coarse.pt")
 DIFFUSION_STEPS = (1, 2, 4, 8, 16, 32)
@@ -281,57 +282,93 @@ def input_statistics(batch: PatchBatch) -> dict:
 
 
 # -- files ---------------------------------------------------------------------------------
+def _fix(path: str) -> str:
+    """What to do when a model's record is missing or does not match the model file."""
+    return (f"retrain with python -m ddlearn.learned.local_training --out {path} --force (the "
+            f"command a record carries reproduces its model) or restore {path} and its record "
+            f"{path}.json together")
+
+
 def model_hash(path: str) -> str:
     """SHA-256 of a model file."""
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def save_model(path: str, model: LocalCoarseNet, meta: dict, **extra) -> None:
     """Write the model (config, parameters, training metadata) atomically to ``path`` and its
-    SHA-256 with the metadata to ``path + '.json'``."""
+    record (SHA-256, size in bytes, config, metadata) to ``path + '.json'``."""
     payload = {"format": KIND, "version": FORMAT_VERSION, "config": model.config,
                "state": model.state_dict(), "meta": meta, **extra}
     atomic_write(path, lambda f: torch.save(payload, f))
-    record = {"sha256": model_hash(path), "config": model.config, **meta}
+    record = {"sha256": model_hash(path), "bytes": os.path.getsize(path), "config": model.config,
+              **meta}
     atomic_write_json(path + ".json", record)
+
+
+def _read_record(path: str) -> dict:
+    """The record ``path + '.json'`` of the model at ``path``.
+
+    Raises
+    ------
+    ValueError
+        When the record is missing or is not a JSON object with a ``sha256`` entry.
+    """
+    record_path = path + ".json"
+    if not os.path.exists(record_path):
+        raise ValueError(f"the learned coarse-space model {path} has no record {record_path} "
+                         f"(its SHA-256 and training settings), so it cannot be verified: "
+                         f"{_fix(path)}")
+    try:
+        with open(record_path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"the record {record_path} of the learned coarse-space model {path} is "
+                         f"not readable JSON ({e}): {_fix(path)}") from e
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        raise ValueError(f"the record {record_path} of the learned coarse-space model {path} "
+                         f"has no SHA-256: {_fix(path)}")
+    return record
 
 
 def update_record(path: str, **entries) -> None:
     """Add ``entries`` to the model's record ``path + '.json'`` (atomically; the model file and
     its hash are unchanged)."""
-    with open(path + ".json") as f:
-        record = json.load(f)
+    record = _read_record(path)
     record.update(entries)
     atomic_write_json(path + ".json", record)
 
 
-def is_model_file(path: str) -> bool:
-    """Whether ``path`` holds a learned local coarse-space model (and not, e.g., an in-situ
-    learned basis checkpoint)."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True).get("format") == KIND
-    except Exception:
-        return False
+def load_model(path: str):
+    """``(model, meta, extra)`` from ``path``, after checking the file against its record.
 
-
-def load_model(path: str, verify: bool = True):
-    """``(model, meta, extra)`` from ``path``.
+    The SHA-256 (and size) recorded in ``path + '.json'`` is checked before the file is read
+    as a torch payload: a model without its record, or one that was modified or truncated,
+    is never loaded.
 
     Raises
     ------
-    FileNotFoundError, ValueError
-        For a missing or foreign file, or (``verify``) one whose SHA-256 differs from the
-        one recorded beside it in ``path + '.json'``.
+    FileNotFoundError
+        When there is no file at ``path``.
+    ValueError
+        When the record is missing or unreadable, the file does not match the recorded
+        SHA-256 (modified or truncated), or it is not a learned coarse-space model of this
+        format version; the message names the file and how to fix it.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no learned coarse-space model at {path}")
-    if verify and os.path.exists(path + ".json"):
-        with open(path + ".json") as f:
-            recorded = json.load(f).get("sha256")
-        if recorded != model_hash(path):
-            raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
-                             f"file was modified or truncated; restore it or retrain it")
+    record = _read_record(path)
+    size, recorded_size = os.path.getsize(path), record.get("bytes")
+    if recorded_size is not None and size != recorded_size:
+        raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: it has "
+                         f"{size} bytes, the record says {recorded_size} (the file was "
+                         f"truncated or modified): {_fix(path)}")
+    if record["sha256"] != model_hash(path):
+        raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
+                         f"file was modified or truncated: {_fix(path)}")
     payload = read_payload(path, KIND, FORMAT_VERSION, "learned coarse-space model")
     config = dict(payload["config"])
     config.pop("kind")

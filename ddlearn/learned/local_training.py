@@ -5,13 +5,22 @@ Data: fields of the families of :mod:`ddlearn.decomposition.coefficients` (each 
 contrast drawn log-uniformly in ``[1, contrast_max]`` from its seed) on an ``n x n`` grid cut
 into ``N`` boxes with overlap ``overlap``; every subdomain is one sample with its ``k + 1``
 smallest exact eigenvalues (ARPACK, the spectral coarse space's pencil). Training, validation
-and test fields come from disjoint seed ranges (:data:`SEEDS`). Each rank builds and holds the
-fields ``f`` with ``f % size == rank``; gradients and validation sums are all-reduced, so the
-result does not depend on the number of ranks beyond round-off.
+and test fields come from disjoint seed ranges (:data:`SEEDS`).
+
+Steps: step ``t`` uses a global batch of ``F = fields_per_step`` training fields chosen from
+``seed`` and ``t`` alone (:func:`step_fields`: position ``g`` of the batch is drawn from the
+fields ``f`` with ``f % F == g``, a stratified draw), so every rank count trains on the same
+fields in the same order. Position ``g`` is computed by rank ``g % P`` of ``P`` ranks, which
+holds the fields ``f`` with ``(f % F) % P == rank`` (``P`` dividing ``F`` balances the work;
+ranks beyond ``F`` only validate); the gradients are summed over ranks (all-reduce) and divided
+by ``F``. Validation is the mean over all subdomains of all validation fields, summed the same
+way. The result therefore does not depend on the number of ranks beyond round-off (summation
+order).
 
 Optimisation: Adam with a cosine learning-rate schedule on :func:`.local_coarse.ritz_loss`;
-the best validation state is kept (:class:`.training.BestState`), checkpoints are atomic and a
-run resumes from its checkpoint.
+the best validation state is kept (:class:`.common.BestState`), checkpoints are atomic and a
+run resumes from its checkpoint. The command line (:func:`main`) never overwrites an existing
+model without ``--force``.
 """
 from __future__ import annotations
 
@@ -31,11 +40,11 @@ from ..classical.reference import neumann_matrix
 from ..classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ..decomposition import Decomposition
 from ..decomposition.problems import make_problem
-from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics, load_model, ritz_loss,
-                           save_model, serial_basis, update_record)
 from .common import BestState, cosine_schedule, progress_bar
+from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics,
+                           load_model, ritz_loss, save_model, serial_basis, update_record)
 
-__all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches",
+__all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches", "step_fields",
            "train_local_coarse", "check_iterations", "CHECK_FIELDS", "main"]
 
 #: first seed of each split: training fields are 0, 1, ...; the others never overlap them
@@ -49,6 +58,7 @@ class LocalTrainConfig:
     families: tuple = ("channels", "inclusions", "lognormal")
     fields_per_family: int = 48
     validation_per_family: int = 3
+    fields_per_step: int = 4  # the global batch of every step, split over the ranks
     n: int = 127
     N: int = 16
     overlap: int = 1
@@ -71,30 +81,53 @@ def field_contrast(seed: int, contrast_max: float) -> float:
     return float(10 ** np.random.default_rng([seed, 7]).uniform(0, np.log10(contrast_max)))
 
 
-def family_patches(cfg: LocalTrainConfig, split: str, comm=MPI.COMM_WORLD):
-    """This rank's fields of ``split``: one ``(PatchBatch, exact eigenvalues per subdomain)``
-    per field."""
+def _jobs(cfg: LocalTrainConfig, split: str) -> list[tuple[str, int]]:
+    """``(family, seed)`` of every field of ``split``; a field's global index is its place."""
     count = cfg.fields_per_family if split == "train" else cfg.validation_per_family
+    return [(fam, SEEDS[split] + s) for s in range(count) for fam in cfg.families]
+
+
+def _owner(cfg: LocalTrainConfig, split: str, field: int, size: int) -> int:
+    """The rank that holds field ``field`` of ``split`` (module docstring)."""
+    return (field % cfg.fields_per_step) % size if split == "train" else field % size
+
+
+def step_fields(cfg: LocalTrainConfig, step: int) -> list[int]:
+    """The global indices of the ``fields_per_step`` training fields of step ``step``, from
+    ``cfg.seed`` and ``step`` only: position ``g`` is a uniform draw among the fields ``f`` with
+    ``f % fields_per_step == g``."""
+    F, total = cfg.fields_per_step, len(_jobs(cfg, "train"))
+    counts = [(total - g + F - 1) // F for g in range(F)]
+    picks = np.random.default_rng([cfg.seed, step]).integers(0, counts)
+    return [g + F * int(j) for g, j in enumerate(picks)]
+
+
+def family_patches(cfg: LocalTrainConfig, split: str, comm=MPI.COMM_WORLD) -> dict:
+    """This rank's fields of ``split`` by global index: ``{index: (PatchBatch, exact
+    eigenvalues per subdomain)}``."""
     dec = Decomposition((cfg.n, cfg.n), cfg.N, cfg.overlap)
     settings = SpectralSettings(cfg.k + 1, eigensolver="scipy", tol=1e-8)
-    fields = []
-    jobs = [(fam, SEEDS[split] + s) for s in range(count) for fam in cfg.families]
-    for fam, seed in jobs[comm.Get_rank()::comm.Get_size()]:
+    fields = {}
+    for index, (fam, seed) in enumerate(_jobs(cfg, split)):
+        if _owner(cfg, split, index, comm.Get_size()) != comm.Get_rank():
+            continue
         A = make_problem(f"random_{fam}", cfg.n, contrast=field_contrast(seed, cfg.contrast_max),
                          seed=seed).matrix()
         ANs = [neumann_matrix(A, I) for I in dec.subdomains]
         Ds = [dec.D(i) for i in range(dec.N)]
         exact = [local_eigenvectors(AN, D, settings)[0] for AN, D in zip(ANs, Ds)]
-        fields.append((PatchBatch(ANs, Ds), exact))
+        fields[index] = (PatchBatch(ANs, Ds), exact)
     return fields
 
 
 def _statistics(batches, comm) -> dict:
-    stats = [input_statistics(b) for b in batches]
-    return {"size_min": comm.allreduce(min(s["size_min"] for s in stats), op=MPI.MIN),
-            "size_max": comm.allreduce(max(s["size_max"] for s in stats), op=MPI.MAX),
-            "log10_contrast_max": comm.allreduce(max(s["log10_contrast_max"] for s in stats),
-                                                 op=MPI.MAX)}
+    stats = [input_statistics(b) for b in batches]  # a rank may hold no field
+    return {"size_min": comm.allreduce(min((s["size_min"] for s in stats),
+                                           default=np.iinfo(np.int64).max), op=MPI.MIN),
+            "size_max": comm.allreduce(max((s["size_max"] for s in stats), default=0),
+                                       op=MPI.MAX),
+            "log10_contrast_max": comm.allreduce(max((s["log10_contrast_max"] for s in stats),
+                                                     default=0.0), op=MPI.MAX)}
 
 
 def _allreduce_(tensors, comm):
@@ -106,8 +139,9 @@ def _evaluate(model, fields, cfg, comm) -> float:
     """Mean :func:`.local_coarse.ritz_loss` over all subdomains of ``fields`` (all ranks)."""
     with torch.no_grad():
         local = sum(float(ritz_loss(b, model(b), exact, cfg.steps, cfg.k)) * len(b)
-                    for b, exact in fields)
-    return comm.allreduce(local) / max(comm.allreduce(sum(len(b) for b, _ in fields)), 1)
+                    for b, exact in fields.values())
+    count = comm.allreduce(sum(len(b) for b, _ in fields.values()))
+    return comm.allreduce(local) / max(count, 1)
 
 
 def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
@@ -118,7 +152,22 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
 
     The run's own checkpoint ``path + '.last'`` (written at every evaluation) is resumed when
     it was made with the same configuration. ``until``: stop after that step (a time slice),
-    leaving the checkpoint to resume from; ``path`` is then not written."""
+    leaving the checkpoint to resume from; ``path`` is then not written.
+
+    Every step trains on the same global batch of ``cfg.fields_per_step`` fields whatever the
+    number of ranks of ``comm`` (module docstring), so the result does not depend on it beyond
+    round-off.
+
+    Raises
+    ------
+    ValueError
+        When ``fields_per_step`` is not between 1 and the number of training fields.
+    """
+    total = len(_jobs(cfg, "train"))
+    if not 1 <= cfg.fields_per_step <= total:
+        raise ValueError(f"fields_per_step = {cfg.fields_per_step} must be between 1 and the "
+                         f"number of training fields, {total} (fields_per_family x families)")
+    rank, size, F = comm.Get_rank(), comm.Get_size(), cfg.fields_per_step
     torch.manual_seed(cfg.seed)
     clock = time.perf_counter()
     train = family_patches(cfg, "train", comm)
@@ -134,6 +183,11 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
             saved, _, extra = load_model(path + ".last")
         except FileNotFoundError:
             extra = None
+        except ValueError as e:  # e.g. killed between writing the checkpoint and its record
+            extra = None
+            if rank == 0:
+                print(f"not resuming from the damaged checkpoint {path}.last ({e}); starting "
+                      f"from step 0", file=sys.stderr)
         if extra is not None and extra.get("train_config") == asdict(cfg):
             model.load_state_dict(saved.state_dict())
             opt.load_state_dict(extra["optimizer"])
@@ -141,35 +195,44 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
             start, history, train_s = extra["step"], extra["history"], extra["train_s"]
     best = BestState(model, _evaluate(model, val, cfg, comm), start)
     bar = progress_bar(progress, cfg.iterations, "learned coarse space", comm, initial=start)
-    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": comm.Get_size(),
+    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": size,
             "fields": comm.allreduce(len(train)),
-            "samples": comm.allreduce(sum(len(b) for b, _ in train)),
-            "validation_samples": comm.allreduce(sum(len(b) for b, _ in val)),
-            "input_statistics": _statistics([b for b, _ in train + val], comm)}
+            "samples": comm.allreduce(sum(len(b) for b, _ in train.values())),
+            "validation_samples": comm.allreduce(sum(len(b) for b, _ in val.values())),
+            "input_statistics": _statistics([b for b, _ in (*train.values(), *val.values())],
+                                            comm)}
+    params = list(model.parameters())
     for step in range(start, min(cfg.iterations, until or cfg.iterations)):
         tic = time.perf_counter()
-        # the field of a step depends on the step only, so a resumed run repeats the same steps
-        batch, exact = train[np.random.default_rng([cfg.seed, comm.Get_rank(), step])
-                             .integers(len(train))]
-        loss = ritz_loss(batch, model(batch), exact, cfg.steps, cfg.k)
+        # the batch depends on the seed and the step only: the same on any number of ranks,
+        # and a resumed run repeats the same steps; this rank takes positions rank, rank + P, ...
         opt.zero_grad()
-        loss.backward()
-        grads = [p.grad for p in model.parameters()]
+        local = 0.0
+        for field in step_fields(cfg, step)[rank::size]:
+            batch, exact = train[field]
+            loss = ritz_loss(batch, model(batch), exact, cfg.steps, cfg.k)
+            loss.backward()  # accumulates the sum over this rank's fields
+            local += float(loss.detach())
+        for p in params:
+            if p.grad is None:  # no field of this step on this rank
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in params]
         _allreduce_(grads, comm)
         for g in grads:
-            g /= comm.Get_size()
+            g /= F
+        train_loss = comm.allreduce(local) / F
         opt.step()
         sched.step()
         train_s += comm.allreduce(time.perf_counter() - tic, op=MPI.MAX)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{float(loss):.3g}", best=f"{best.value:.3g}")
+            bar.set_postfix(loss=f"{train_loss:.3g}", best=f"{best.value:.3g}")
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.iterations:
             value = _evaluate(model, val, cfg, comm)
-            history.append({"step": step + 1, "train_loss": comm.allreduce(float(loss.detach())) /
-                            comm.Get_size(), "validation": value, "seconds": train_s})
+            history.append({"step": step + 1, "train_loss": train_loss, "validation": value,
+                            "seconds": train_s})
             best.offer(value, step + 1)
-            if comm.Get_rank() == 0:
+            if rank == 0:
                 save_model(path + ".last", model, meta, optimizer=opt.state_dict(),
                            scheduler=sched.state_dict(), step=step + 1, history=history,
                            train_s=train_s, train_config=asdict(cfg))
@@ -181,7 +244,7 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     best.restore()
     record = {**meta, "data_s": data_s, "train_s": train_s, "best_step": best.step,
               "best_validation": best.value, "history": history}
-    if comm.Get_rank() == 0:
+    if rank == 0:
         save_model(path, model, record)
         for leftover in (path + ".last", path + ".last.json"):  # finished: nothing to resume
             if os.path.exists(leftover):
@@ -216,37 +279,72 @@ def check_iterations(path: str, cases=CHECK_FIELDS) -> list[dict]:
     return out
 
 
+#: options that steer a run but not its result: left out of the recorded command
+_RUN_CONTROL = {"--force": 0, "--restart": 0, "--no-progress": 0, "--until": 1}
+
+
+def _recorded_command(argv: list[str], ranks: int) -> str:
+    """The command that reproduces a run: ``argv`` without the run-control options (so the
+    recorded command never overwrites the model it describes without a ``--force`` of its
+    own)."""
+    kept, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _RUN_CONTROL:
+            skip = _RUN_CONTROL[name] if "=" not in arg else 0
+            continue
+        kept.append(arg)
+    return " ".join([f"mpiexec -n {ranks} python -m ddlearn.learned.local_training", *kept])
+
+
 def main(argv: list[str] | None = None) -> dict:
-    """``mpiexec -n P python -m ddlearn.learned.local_training [--out FILE] [options]``: train
-    the learned coarse space on the coefficient families (the shipped model's command)."""
+    """``mpiexec -n P python -m ddlearn.learned.local_training [--out FILE] [--force]
+    [options]``: train the learned coarse space on the coefficient families and write it with
+    its record (the shipped model's record holds the command that made it). An existing
+    ``--out`` (by default ``local_coarse.pt`` in the current directory) is refused unless
+    ``--force`` is given; nothing is written then."""
     defaults = LocalTrainConfig()
-    ap = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
-    ap.add_argument("--out", default=PRETRAINED, help="model file (a .json record beside it)")
+    ap = argparse.ArgumentParser(description=main.__doc__.split(":")[0], allow_abbrev=False)
+    ap.add_argument("--out", default="local_coarse.pt",
+                    help="model file to write, a .json record beside it (default: %(default)s)")
+    ap.add_argument("--force", action="store_true",
+                    help="overwrite an existing --out (e.g. the model shipped with ddlearn)")
     ap.add_argument("--families", nargs="+", default=list(defaults.families))
-    for name in ("fields_per_family", "validation_per_family", "n", "N", "overlap", "k", "steps",
-                 "serve_steps", "vectors", "hidden", "layers", "iterations", "eval_every",
-                 "seed"):
+    for name in ("fields_per_family", "validation_per_family", "fields_per_step", "n", "N",
+                 "overlap", "k", "steps", "serve_steps", "vectors", "hidden", "layers",
+                 "iterations", "eval_every", "seed"):
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     for name in ("contrast_max", "lr", "lr_final"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name))
     ap.add_argument("--restart", action="store_true", help="ignore a checkpoint of this run")
     ap.add_argument("--until", type=int, help="stop after this step; rerun to resume")
     ap.add_argument("--no-progress", action="store_true")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = vars(ap.parse_args(argv))
     out, restart, quiet = args.pop("out"), args.pop("restart"), args.pop("no_progress")
-    until = args.pop("until")
+    until, force = args.pop("until"), args.pop("force")
+    comm = MPI.COMM_WORLD
+    existing = comm.bcast([f for f in (out, out + ".json") if os.path.exists(f)]
+                          if comm.Get_rank() == 0 else None)
+    if existing and not force:
+        shipped = (" (the model shipped with ddlearn)"
+                   if os.path.abspath(out) == os.path.abspath(PRETRAINED) else "")
+        ap.error(f"{existing[0]} exists{shipped}: give --force to overwrite it, or another "
+                 f"--out; nothing was written")
     torch.set_num_threads(1)
     cfg = LocalTrainConfig(**{**args, "families": tuple(args["families"])})
-    record = train_local_coarse(cfg, out, resume=not restart, progress=not quiet, until=until)
+    record = train_local_coarse(cfg, out, comm=comm, resume=not restart, progress=not quiet,
+                                until=until)
     if until is not None and until < cfg.iterations:
-        if MPI.COMM_WORLD.Get_rank() == 0:
+        if comm.Get_rank() == 0:
             print(f"stopped after step {until}; the same command without --until resumes")
         return record
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        command = ("mpiexec -n " + str(MPI.COMM_WORLD.Get_size()) + " python -m "
-                   "ddlearn.learned.local_training " + " ".join(argv if argv is not None
-                                                                 else sys.argv[1:]))
-        update_record(out, command=command, check=check_iterations(out))
+    if comm.Get_rank() == 0:
+        update_record(out, command=_recorded_command(argv, comm.Get_size()),
+                      check=check_iterations(out))
         print(f"wrote {out}: best validation loss {record['best_validation']:.4g} at step "
               f"{record['best_step']}, {record['data_s']:.0f} s data + {record['train_s']:.0f} s "
               f"training on {record['ranks']} ranks")
