@@ -1,0 +1,403 @@
+"""Linear elasticity, a user-style petsc4py program: P1 vector elements (scikit-fem) on the unit
+square or cube, clamped at x = 0, under gravity, Poisson ratio 0.3, Young's modulus 1 with
+random stiff circular (2D) or spherical (3D) inclusions of modulus ``-contrast``, evaluated at
+the quadrature points. The clamped nodes are removed (scikit-fem numbers the dofs node-wise,
+``dim * node + component``, so the block structure survives), the matrix is a distributed AIJ
+matrix in the mesh's node numbering with PETSc's default rows split into whole nodes, block
+size ``dim``, and the rigid-body modes as its near-null space. The solver comes from the
+command line::
+
+    mpiexec -n 4 python examples/elasticity.py -dim 3 -cells 16 -contrast 1e6 \\
+        -ksp_type cg -pc_type gamg
+
+    mpiexec -n 4 python examples/elasticity.py -dim 3 -cells 16 -contrast 1e6 -aux -parts 64 \\
+        -ksp_type cg -pc_type python -pc_python_type ddlearn.pc.TwoLevelSchwarzPC \\
+        -ddlearn_coarse_space spectral -ddlearn_spectral_nev 8
+
+Options of the program itself:
+
+  -dim {2,3}         dimension (default 2)
+  -cells n           n cells per side (n^2 squares cut in 2 triangles, n^3 cubes in 5 tetrahedra;
+                     default 32 in 2D, 8 in 3D)
+  -refine r          instead of -cells: scikit-fem's reference mesh refined r times
+  -contrast C        Young's modulus in the inclusions, 1 elsewhere (default 1e6)
+  -inclusions K      number of inclusions (default 40 in 2D, 20 in 3D)
+  -seed S            inclusion centres and radii (default 0)
+  -aux               give the PC this program's own overlapping subdomains and their Neumann
+                     matrices (ddlearn.pc.set_subdomains / set_auxiliary_matrices)
+  -parts N           number of those subdomains (default 4 per rank)
+  -aux_partition {metis,rcb}   how the mesh's elements are split (default metis)
+  -rigid_body_modes  attach the rigid-body modes as near-null space (default true)
+  -o FILE            write the result as JSON
+
+The subdomains of ``-aux``: the elements are split into N parts (METIS on the element dual
+graph, or recursive coordinate bisection of the centroids); a subdomain is a part plus one
+layer of the elements that share a node with it, its rows the free dofs of its elements' nodes
+(sorted), and its Neumann matrix the stiffness assembled over its elements only, restricted to
+those rows. Each rank gets the subdomains most of whose rows it owns (every rank at least one).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import petsc4py
+import scipy.sparse as sp
+
+petsc4py.init(sys.argv)
+from petsc4py import PETSc  # noqa: E402
+from skfem import (Basis, BilinearForm, ElementTetP1, ElementTriP1, ElementVector,  # noqa: E402
+                   LinearForm, MeshTet, MeshTri, asm)
+from skfem.helpers import ddot, div, sym_grad  # noqa: E402
+
+NU = 0.3
+
+
+def unit_mesh(dim: int, cells: int | None = None, refine: int | None = None):
+    """The unit square (triangles) or cube (tetrahedra): ``cells`` per side, or scikit-fem's
+    reference mesh refined ``refine`` times."""
+    Mesh = {2: MeshTri, 3: MeshTet}[dim]
+    if refine is not None:
+        return Mesh().refined(refine)
+    g = np.linspace(0.0, 1.0, (cells or {2: 32, 3: 8}[dim]) + 1)
+    return Mesh.init_tensor(*(g,) * dim)
+
+
+def inclusions(dim: int, count: int | None = None, seed: int = 0):
+    """``(centres (K, dim), radii (K,))`` of the random inclusions."""
+    rng = np.random.default_rng(seed)
+    count = count if count is not None else {2: 40, 3: 20}[dim]
+    lo, hi = {2: (0.03, 0.07), 3: (0.06, 0.12)}[dim]
+    return rng.uniform(0.05, 0.95, (count, dim)), rng.uniform(lo, hi, count)
+
+
+def youngs_modulus(x: np.ndarray, centres: np.ndarray, radii: np.ndarray,
+                   contrast: float) -> np.ndarray:
+    """``E`` at the points ``x`` of shape ``(dim, ...)``: ``contrast`` inside an inclusion."""
+    inside = np.zeros(x.shape[1:], dtype=bool)
+    for c, r in zip(centres, radii):
+        d2 = sum((x[k] - c[k]) ** 2 for k in range(x.shape[0]))
+        inside |= d2 <= r * r
+    return np.where(inside, contrast, 1.0)
+
+
+@BilinearForm
+def _elasticity(u, v, w):
+    E = w["E"]
+    lam, mu = E * NU / ((1 + NU) * (1 - 2 * NU)), E / (2 * (1 + NU))
+    return 2.0 * mu * ddot(sym_grad(u), sym_grad(v)) + lam * div(u) * div(v)
+
+
+@LinearForm
+def _gravity(v, w):
+    return -1.0 * v[v.shape[0] - 1]
+
+
+@dataclass
+class Problem:
+    """The discrete problem, the same on every rank (scipy, full node numbering)."""
+    dim: int
+    mesh: object
+    element: object
+    centres: np.ndarray
+    radii: np.ndarray
+    contrast: float
+    K: sp.csr_matrix        # stiffness of all dofs (unclamped)
+    free: np.ndarray        # free dofs, sorted, in the full numbering
+    A: sp.csr_matrix        # K restricted to the free dofs
+    b: np.ndarray           # load of the free dofs
+    points: np.ndarray      # coordinates of the free nodes, (free nodes, dim)
+
+    @property
+    def nodes_free(self) -> np.ndarray:
+        return self.free[::self.dim] // self.dim
+
+    def stiffness(self, elements: np.ndarray | None = None) -> sp.csr_matrix:
+        """The stiffness assembled over ``elements`` only (all elements: ``None``), all dofs."""
+        basis = Basis(self.mesh, self.element, elements=elements)
+        E = youngs_modulus(np.asarray(basis.global_coordinates()), self.centres, self.radii,
+                           self.contrast)
+        return asm(_elasticity, basis, E=E).tocsr()
+
+
+def build(dim: int = 2, cells: int | None = None, refine: int | None = None,
+          contrast: float = 1e6, seed: int = 0, count: int | None = None) -> Problem:
+    """Assemble the clamped elasticity problem (every rank assembles the whole mesh)."""
+    mesh = unit_mesh(dim, cells, refine)
+    element = ElementVector({2: ElementTriP1, 3: ElementTetP1}[dim]())
+    basis = Basis(mesh, element)
+    centres, radii = inclusions(dim, count, seed)
+    E = youngs_modulus(np.asarray(basis.global_coordinates()), centres, radii, contrast)
+    K = asm(_elasticity, basis, E=E).tocsr()
+    f = asm(_gravity, basis)
+    clamped = basis.get_dofs(lambda x: np.isclose(x[0], 0.0)).all()
+    free = np.setdiff1d(np.arange(basis.N), clamped)
+    assert len(free) % dim == 0 and np.all(free[::dim] % dim == 0), "clamping split a node"
+    A = K[free][:, free].tocsr()
+    A.sort_indices()
+    nodes = free[::dim] // dim
+    return Problem(dim, mesh, element, centres, radii, contrast, K, free, A, f[free],
+                   mesh.p[:, nodes].T.copy())
+
+
+def rigid_body_modes(points: np.ndarray) -> np.ndarray:
+    """The rigid-body motions of the nodes ``points`` ``(n, dim)``, node-wise dofs, as columns
+    ``(n * dim, 3 or 6)``: translations, then rotations."""
+    n, dim = points.shape
+    Z = []
+    for k in range(dim):
+        z = np.zeros((n, dim))
+        z[:, k] = 1.0
+        Z.append(z)
+    for i, j in ([(0, 1)] if dim == 2 else [(0, 1), (1, 2), (0, 2)]):
+        z = np.zeros((n, dim))
+        z[:, i], z[:, j] = -points[:, j], points[:, i]
+        Z.append(z)
+    return np.stack([z.ravel() for z in Z], axis=1)
+
+
+def to_petsc(problem: Problem, comm=PETSc.COMM_WORLD, rigid_body_modes: bool = True):
+    """``(A, b, coordinates)``: the distributed AIJ matrix (block size ``dim``, PETSc's default
+    rows in whole nodes, rigid-body modes as near-null space unless ``rigid_body_modes`` is
+    false), the load and the coordinate Vec."""
+    dim, A_sp = problem.dim, problem.A
+    n = A_sp.shape[0]
+    A = PETSc.Mat().create(comm=comm)
+    A.setSizes(((PETSc.DECIDE, n), (PETSc.DECIDE, n)))
+    A.setType(PETSc.Mat.Type.AIJ)
+    A.setBlockSize(dim)
+    A.setUp()
+    lo, hi = A.getOwnershipRange()
+    assert lo % dim == 0 and hi % dim == 0
+    rows = A_sp[lo:hi]
+    A.setPreallocationCSR((rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                           rows.data))
+    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
+    A.assemble()
+    coords = PETSc.Vec().createMPI((hi - lo, n), bsize=dim, comm=comm)
+    coords.setArray(problem.points[lo // dim:hi // dim].ravel())
+    if rigid_body_modes:
+        ns = PETSc.NullSpace().createRigidBody(coords)
+        A.setNearNullSpace(ns)
+        ns.destroy()
+    try:  # the node of each row, for ddlearn's geometric partitioners
+        from ddlearn.pc import set_coordinates
+        set_coordinates(A, np.repeat(problem.points[lo // dim:hi // dim], dim, axis=0))
+    except ImportError:
+        pass
+    b = A.createVecLeft()
+    b.setArray(problem.b[lo:hi])
+    return A, b, coords
+
+
+def element_parts(problem: Problem, N: int, method: str = "metis") -> np.ndarray:
+    """Part of each element: METIS on the dual graph (elements sharing a facet), or recursive
+    coordinate bisection of the centroids."""
+    t = problem.mesh.t
+    nel = t.shape[1]
+    if N == 1:
+        return np.zeros(nel, dtype=int)
+    if method == "rcb":
+        return rcb(problem.mesh.p[:, t].mean(axis=1).T, N)
+    if method != "metis":
+        raise ValueError(f"unknown -aux_partition {method!r}; choose metis or rcb")
+    import pymetis
+    T = _incidence(problem)
+    D = (T @ T.T).tocsr()
+    D.data = (D.data >= problem.dim).astype(np.int8)  # a shared facet: dim shared nodes
+    D.setdiag(0)
+    D.eliminate_zeros()
+    _, part = pymetis.part_graph(N, adjacency=pymetis.CSRAdjacency(D.indptr, D.indices))
+    return np.asarray(part)
+
+
+def rcb(points: np.ndarray, N: int) -> np.ndarray:
+    """Recursive coordinate bisection of ``points`` ``(n, dim)`` into ``N`` parts of sizes
+    within one of each other: cut the longest side at the quantile ``floor(N/2) / N``."""
+    part = np.zeros(len(points), dtype=int)
+
+    def split(idx, first, n):
+        if n == 1:
+            part[idx] = first
+            return
+        x = points[idx]
+        axis = int(np.argmax(x.max(axis=0) - x.min(axis=0)))
+        order = idx[np.argsort(x[:, axis], kind="stable")]
+        k = round(len(idx) * (n // 2) / n)
+        split(order[:k], first, n // 2)
+        split(order[k:], first + n // 2, n - n // 2)
+
+    split(np.arange(len(points)), 0, N)
+    return part
+
+
+def _incidence(problem: Problem) -> sp.csr_matrix:
+    t = problem.mesh.t
+    nel = t.shape[1]
+    return sp.csr_matrix((np.ones(t.size, dtype=np.int32), (np.repeat(np.arange(nel), t.shape[0]),
+                          t.T.ravel())), shape=(nel, problem.mesh.p.shape[1]))
+
+
+def overlapping_subdomains(problem: Problem, part: np.ndarray):
+    """For each part: ``(elements, rows)``, the part's elements plus the elements sharing a node
+    with them, and the free dofs (reduced numbering, sorted) of those elements' nodes."""
+    t, dim = problem.mesh.t, problem.dim
+    T = _incidence(problem)
+    TT = T.T.tocsr()
+    reduced = np.full(problem.K.shape[0], -1)
+    reduced[problem.free] = np.arange(len(problem.free))
+    out = []
+    for i in range(int(part.max()) + 1):
+        nodes = np.unique(t[:, part == i])
+        elements = np.unique(TT[nodes].indices)
+        dofs = (dim * np.unique(t[:, elements])[:, None] + np.arange(dim)).ravel()
+        rows = reduced[dofs]
+        out.append((elements, rows[rows >= 0]))
+    return out
+
+
+def assign(rows: list[np.ndarray], ranges: np.ndarray) -> np.ndarray:
+    """Rank of each subdomain: the one owning most of its rows; a rank left without one takes
+    the subdomain of which it owns the largest share from a rank holding several."""
+    size = len(ranges) - 1
+    share = np.array([np.bincount(np.searchsorted(ranges, r, side="right") - 1, minlength=size)
+                      / max(len(r), 1) for r in rows])
+    owner = share.argmax(axis=1)
+    if len(rows) < size:
+        raise ValueError(f"{len(rows)} subdomains for {size} ranks: every rank needs one")
+    for rank in range(size):
+        if not np.any(owner == rank):
+            counts = np.bincount(owner, minlength=size)
+            movable = np.flatnonzero(counts[owner] > 1)
+            owner[movable[share[movable, rank].argmax()]] = rank
+    return owner
+
+
+def auxiliary(problem: Problem, A: PETSc.Mat, N: int, method: str = "metis"):
+    """This rank's overlapping subdomains (rows) and their Neumann matrices (scipy CSR)."""
+    comm = A.getComm().tompi4py()
+    ranges = np.asarray(A.getOwnershipRanges())
+    subs = overlapping_subdomains(problem, element_parts(problem, N, method))
+    owner = assign([r for _, r in subs], ranges)
+    sets, mats = [], []
+    for i in np.flatnonzero(owner == comm.Get_rank()):
+        elements, rows = subs[i]
+        dofs = problem.free[rows]
+        sets.append(rows.astype(PETSc.IntType))
+        mats.append(problem.stiffness(elements)[dofs][:, dofs].tocsr())
+    return sets, mats
+
+
+def attach_auxiliary(A: PETSc.Mat, sets, mats) -> None:
+    from ddlearn.pc import set_auxiliary_matrices, set_subdomains
+    set_subdomains(A, sets, overlapping=True)
+    set_auxiliary_matrices(A, mats)
+
+
+def coarse_size(ksp: PETSc.KSP) -> int | None:
+    """``n_0`` of ddlearn's PC (``None`` for other PCs or one level)."""
+    pc = ksp.getPC()
+    if pc.getType() != PETSc.PC.Type.PYTHON:
+        return None
+    ctx = pc.getPythonContext()
+    meta = getattr(ctx, "meta", None) or {}
+    if "n0" in meta:
+        return int(meta["n0"])
+    for Phi in (getattr(ctx, "Phi", None), getattr(getattr(ctx, "two_level", None), "Phi", None)):
+        if Phi is not None:
+            return int(Phi.getSize()[1])
+    return None
+
+
+def solve(A: PETSc.Mat, b: PETSc.Vec) -> dict:
+    """A KSP from the options database (defaults CG, rtol 1e-8 on the unpreconditioned
+    residual, no divergence test): iterations, reason, true relative residual, set-up and
+    solve seconds.
+
+    At high contrast the 2-norm of CG's residual is far from monotone (it minimises the
+    energy norm): at contrast 1e6 in 2D it climbs to 1e4 ``||b||`` (100² cells) and past 1e5
+    (128²) on the way, which PETSc's default divergence test (``-ksp_divtol 1e5``) calls
+    DIVERGED_DTOL; hence the default ``1e12`` here. The attainable true residual is limited by round-off in ``A x`` with
+    ``||A|| ~ contrast``: a few 1e-5 in 2D at contrast 1e6 whatever the preconditioner, so
+    the recorded true residual can sit above the recursive one CG stopped on."""
+    comm = A.getComm()
+    ksp = PETSc.KSP().create(comm=comm)
+    ksp.setOperators(A)
+    ksp.setType(PETSc.KSP.Type.CG)
+    ksp.setTolerances(rtol=1e-8, divtol=1e12)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setFromOptions()
+    x = A.createVecRight()
+    out = {"ksp": ksp.getType(), "pc": ksp.getPC().getType()}
+    try:
+        comm.barrier()
+        t = time.perf_counter()
+        ksp.setUp()
+        comm.barrier()
+        out["setup_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        ksp.solve(b, x)
+        comm.barrier()
+        out["solve_s"] = time.perf_counter() - t
+        r = b.duplicate()
+        A.mult(x, r)
+        r.aypx(-1.0, b)
+        reason = ksp.getConvergedReason()
+        names = {v: k for k, v in vars(PETSc.KSP.ConvergedReason).items() if isinstance(v, int)}
+        out.update(iterations=ksp.getIterationNumber(), reason=int(reason),
+                   reason_name=names.get(int(reason), str(reason)), converged=reason > 0,
+                   rnorm_true=r.norm() / b.norm(), n0=coarse_size(ksp))
+        r.destroy()
+    finally:
+        x.destroy()
+        ksp.destroy()
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Solve once; ``argv`` holds extra ``-option value`` pairs for this call only (a flag
+    without a value: ``"-aux", "1"``)."""
+    opts = PETSc.Options()
+    given = dict(zip(argv[::2], argv[1::2])) if argv else {}
+    for key, value in given.items():
+        opts.setValue(key, value)
+    try:
+        dim = opts.getInt("dim", 2)
+        cells = opts.getInt("cells", 0) or None
+        refine = opts.getInt("refine", -1)
+        contrast = opts.getReal("contrast", 1e6)
+        count = opts.getInt("inclusions", 0) if opts.hasName("inclusions") else None
+        problem = build(dim, cells, None if refine < 0 else refine, contrast,
+                        opts.getInt("seed", 0), count)
+        A, b, coords = to_petsc(problem, rigid_body_modes=opts.getBool("rigid_body_modes", True))
+        comm = A.getComm()
+        parts = None
+        if opts.getBool("aux", False):
+            parts = opts.getInt("parts", 4 * comm.getSize())
+            attach_auxiliary(A, *auxiliary(problem, A, parts,
+                                           opts.getString("aux_partition", "metis")))
+        out = {"dim": dim, "unknowns": A.getSize()[0], "elements": problem.mesh.t.shape[1],
+               "contrast": contrast, "ranks": comm.getSize(), "aux_parts": parts}
+        out.update(solve(A, b))
+        PETSc.Sys.Print(f"elasticity {dim}D P1, {out['unknowns']} dofs, contrast {contrast:g}, "
+                        f"{out['pc']}: {out['iterations']} iterations, {out['reason_name']}, true "
+                        f"relative residual {out['rnorm_true']:.2e}, set-up "
+                        f"{out['setup_s']:.2f} s, solve {out['solve_s']:.2f} s" +
+                        (f", n0 = {out['n0']}" if out["n0"] is not None else ""))
+        path = opts.getString("o", "")
+        if path and comm.getRank() == 0:
+            with open(path, "w") as f:
+                json.dump(out, f, indent=1)
+        for o in (A, b, coords):
+            o.destroy()
+        return out
+    finally:
+        for key in given:
+            opts.delValue(key)
+
+
+if __name__ == "__main__":
+    main()
