@@ -46,8 +46,8 @@ from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.learned.coarse.learned import Learned  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.learned.local_coarse import PRETRAINED  # noqa: E402
-from ddlearn.learned.local_training import SEEDS  # noqa: E402
+from ddlearn.learned.coarse.local_coarse import PRETRAINED  # noqa: E402
+from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 #: The repository root: model paths in the JSON are written relative to it.

@@ -70,7 +70,7 @@ from petsc4py import PETSc  # noqa: E402
 from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import PROBLEMS, make_problem  # noqa: E402
-from ddlearn.learned.local_training import SEEDS  # noqa: E402
+from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from solvers.learned import LearnedSettings  # noqa: E402
 from solvers.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
                              run_methods)

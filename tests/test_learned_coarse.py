@@ -1,4 +1,4 @@
-"""The learned local coarse space (ddlearn.learned.local_coarse): its refinement, its loss, its
+"""The learned local coarse space (ddlearn.learned.coarse.local_coarse): its refinement, its loss, its
 training (resumable, deterministic), the shipped model, SPD for any weights and field, parity
 between the distributed PC and a serial construction on 1-4 ranks, and bad input refused on
 every rank."""
@@ -21,10 +21,10 @@ from ddlearn.classical import reference
 from ddlearn.classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import Diffusion2D, make_problem
-from ddlearn.learned.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
+from ddlearn.learned.coarse.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
                                           refine, ritz_loss, save_model, serial_basis)
 from ddlearn.learned.coarse.learned import Learned
-from ddlearn.learned.local_training import (LocalTrainConfig, check_iterations, main,
+from ddlearn.learned.coarse.local_training import (LocalTrainConfig, check_iterations, main,
                                             step_fields, train_local_coarse)
 from ddlearn.pc import two_level
 
@@ -180,7 +180,7 @@ def test_command_line_refuses_to_overwrite_without_force(tmp_path, monkeypatch, 
     assert record["train_config"]["fields_per_step"] == 4 and record["ranks"] == 1
     with open(str(out) + ".json") as f:
         saved = json.load(f)
-    assert saved["command"] == ("mpiexec -n 1 python -m ddlearn.learned.local_training --out "
+    assert saved["command"] == ("mpiexec -n 1 python -m ddlearn.learned.coarse.local_training --out "
                                 + str(out) + " " + " ".join(tiny[:-1]))
     assert len(saved["check"]) == 3
     load_model(str(out))
@@ -217,12 +217,12 @@ def test_shipped_model_records_the_command_that_reproduces_it(monkeypatch):
     """The recorded command runs the training script on the recorded number of ranks, and
     its options, read by the script's own parser, give exactly the recorded training settings
     and the shipped file as output (training itself is stubbed out)."""
-    from ddlearn.learned import local_training
+    from ddlearn.learned.coarse import local_training
     with open(PRETRAINED + ".json") as f:
         record = json.load(f)
     words = shlex.split(record["command"])
     assert words[:2] == ["mpiexec", "-n"] and int(words[2]) == record["ranks"]
-    assert words[3:6] == ["python", "-m", "ddlearn.learned.local_training"]
+    assert words[3:6] == ["python", "-m", "ddlearn.learned.coarse.local_training"]
     seen = {}
 
     def fake_train(cfg, out, **kw):

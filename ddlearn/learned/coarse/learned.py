@@ -1,4 +1,4 @@
-r"""``learned``: the learned local coarse space (:mod:`ddlearn.learned.local_coarse`): a network
+r"""``learned``: the learned local coarse space (:mod:`ddlearn.learned.coarse.local_coarse`): a network
 on each subdomain's local Neumann matrix gives start vectors, a block Krylov Rayleigh–Ritz step
 on the spectral pencil finishes them; coarse vectors :math:`R_i^TD_iV_i`.
 
@@ -15,7 +15,7 @@ from petsc4py import PETSc
 
 from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ...decomposition.collective import collective_check
-from ..local_coarse import PRETRAINED, check_inputs, learned_entries, load_model
+from .local_coarse import PRETRAINED, check_inputs, learned_entries, load_model
 
 __all__ = ["Learned"]
 
@@ -45,7 +45,7 @@ class Learned(CoarseSpace):
             return self._loaded
         collective_check(comm, os.path.exists(path),
                          f"no learned coarse-space model at {path}: give -ddlearn_learned_model "
-                         f"FILE (train one with python -m ddlearn.learned.local_training)")
+                         f"FILE (train one with python -m ddlearn.learned.coarse.local_training)")
         try:
             loaded, error = load_model(path), None
         except (ValueError, OSError) as e:

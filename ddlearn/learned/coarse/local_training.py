@@ -35,12 +35,12 @@ import scipy.sparse.linalg as spla
 import torch
 from mpi4py import MPI
 
-from ..classical import reference
-from ..classical.reference import neumann_matrix
-from ..classical.coarse.spectral import SpectralSettings, local_eigenvectors
-from ..decomposition import Decomposition
-from ..decomposition.problems import make_problem
-from .common import BestState, cosine_schedule, progress_bar
+from ...classical import reference
+from ...classical.reference import neumann_matrix
+from ...classical.coarse.spectral import SpectralSettings, local_eigenvectors
+from ...decomposition import Decomposition
+from ...decomposition.problems import make_problem
+from ..common import BestState, cosine_schedule, progress_bar
 from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics,
                            load_model, ritz_loss, save_model, serial_basis, update_record)
 
@@ -297,11 +297,11 @@ def _recorded_command(argv: list[str], ranks: int) -> str:
             skip = _RUN_CONTROL[name] if "=" not in arg else 0
             continue
         kept.append(arg)
-    return " ".join([f"mpiexec -n {ranks} python -m ddlearn.learned.local_training", *kept])
+    return " ".join([f"mpiexec -n {ranks} python -m ddlearn.learned.coarse.local_training", *kept])
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """``mpiexec -n P python -m ddlearn.learned.local_training [--out FILE] [--force]
+    """``mpiexec -n P python -m ddlearn.learned.coarse.local_training [--out FILE] [--force]
     [options]``: train the learned coarse space on the coefficient families and write it with
     its record (the shipped model's record holds the command that made it). An existing
     ``--out`` (by default ``local_coarse.pt`` in the current directory) is refused unless

@@ -58,11 +58,11 @@ from mpi4py import MPI
 from petsc4py import PETSc
 from torch import nn
 
-from ..classical.reference import neumann_matrix
-from ..classical.coarse_space import CoarseVectors, subdomain_columns
-from ..classical.neumann import neumann_matrices, regularised_pencil
-from ..decomposition.collective import collective_check
-from .common import atomic_write, atomic_write_json, read_payload
+from ...classical.reference import neumann_matrix
+from ...classical.coarse_space import CoarseVectors, subdomain_columns
+from ...classical.neumann import neumann_matrices, regularised_pencil
+from ...decomposition.collective import collective_check
+from ..common import atomic_write, atomic_write_json, read_payload
 
 __all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
            "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
@@ -284,7 +284,7 @@ def input_statistics(batch: PatchBatch) -> dict:
 # -- files ---------------------------------------------------------------------------------
 def _fix(path: str) -> str:
     """What to do when a model's record is missing or does not match the model file."""
-    return (f"retrain with python -m ddlearn.learned.local_training --out {path} --force (the "
+    return (f"retrain with python -m ddlearn.learned.coarse.local_training --out {path} --force (the "
             f"command a record carries reproduces its model) or restore {path} and its record "
             f"{path}.json together")
 
