@@ -14,6 +14,7 @@ CG/GMRES to rtol 1e-8 on the unpreconditioned residual, b = 1::
     mpiexec -n 4 python benchmarks/coarse_forms.py            # writes results/coarse_forms.json
     python benchmarks/coarse_forms.py --summary benchmarks/results/coarse_forms.json
     mpiexec -n 2 python benchmarks/coarse_forms.py --quick --out /tmp/forms.json
+    mpiexec -n 4 python benchmarks/coarse_forms.py --resume   # an interrupted run goes on
 
 Timings are of one run on oversubscribed cores: compare the methods side by side, not the
 absolute seconds.
@@ -84,30 +85,40 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results",
                                                   "coarse_forms.json"))
     ap.add_argument("--summary", metavar="FILE", help="print the tables of a results file")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the rows already in --out and measure only the missing ones")
     args = ap.parse_args(argv)
     if args.summary:
         with open(args.summary) as f:
             print(summary(json.load(f)))
         return None
     m, n, Ns = (40, 47, (16,)) if args.quick else (320, 255, (64, 256))
-    rows = []
+    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "fem_m": m, "grid": n,
+            "fem_unknowns": (m - 1) ** 2, "rows": []}
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            data["rows"] = json.load(f)["rows"]
+    done = {(r["case"], r["coarse"], r["N"], r["correction"]) for r in data["rows"]}
+
+    def measure(case, M, coarse, N, form="additive"):
+        if (case, coarse, N, form) in done:
+            return
+        data["rows"].append({"case": case, **run(M, coarse, N, form)})
+        PETSc.Sys.Print(data["rows"][-1])
+        if COMM.rank == 0:  # after every row: an interrupted run resumes with --resume
+            atomic_write_json(args.out, data)
+
     A = fem_matrix(m)
     for N in Ns:
         for coarse in ("hats", "nicolaides", "gdsw", "rgdsw"):
-            rows.append({"case": "fem channels 1e6", **run(A, coarse, N)})
-            PETSc.Sys.Print(rows[-1])
+            measure("fem channels 1e6", A, coarse, N)
     for case, M in (("fem channels 1e6", A),
                     ("channels 255^2", natural_matrix(make_problem("channels", n,
                                                                    contrast=1e6)))):
         for coarse in ("hats", "gdsw", "spectral"):
             for form in FORMS:
-                if form == "additive" and case.startswith("fem") and coarse != "spectral":
-                    continue  # measured in the first part
-                rows.append({"case": case, **run(M, coarse, Ns[0], form)})
-                PETSc.Sys.Print(rows[-1])
+                measure(case, M, coarse, Ns[0], form)
         M.destroy()
-    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "fem_m": m, "grid": n,
-            "fem_unknowns": (m - 1) ** 2, "rows": rows}
     if COMM.rank == 0:
         atomic_write_json(args.out, data)
         print(summary(data))

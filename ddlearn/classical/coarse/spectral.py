@@ -139,12 +139,23 @@ class Spectral(CoarseSpace):
         comm, s, settings = inp.comm, inp.subdomains, self.settings
         found, problems = {}, []
         ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space")
+        fallbacks = 0
         for i, I, D, AN in zip(s.ids, s.overlapping, s.weights, ANs):
             try:
                 lam, V = local_eigenvectors(AN, D, settings, self._prefix)
-            except (PETSc.Error, RuntimeError, spla.ArpackNoConvergence) as e:
-                problems.append(f"subdomain {int(i)}: {e}")
-                continue
+            except Exception as e:  # SLEPc reports some failures as SystemError
+                if settings.eigensolver != "slepc":
+                    problems.append(f"subdomain {int(i)}: {e}")
+                    continue
+                # SLEPc's Cholesky of a barely indefinite regularised Neumann matrix (P1 on
+                # obtuse meshes) can fail where ARPACK's LU does not
+                try:
+                    lam, V = local_eigenvectors(AN, D, SpectralSettings(
+                        settings.nev, settings.threshold, "scipy", settings.tol))
+                    fallbacks += 1
+                except Exception as e2:
+                    problems.append(f"subdomain {int(i)}: {e}; with scipy: {e2}")
+                    continue
             if settings.threshold == 0 and V.shape[1] < min(settings.nev, len(I)):
                 problems.append(f"subdomain {int(i)}: {V.shape[1]} of {settings.nev} "
                                 f"eigenpairs converged")
@@ -163,7 +174,8 @@ class Spectral(CoarseSpace):
             "per_subdomain_min": mpi.allreduce(min(counts, default=settings.nev), op=MPI.MIN),
             "per_subdomain_max": mpi.allreduce(max(counts, default=0), op=MPI.MAX),
             "largest_kept_lambda": mpi.allreduce(max(largest, default=0.0), op=MPI.MAX),
-            "auxiliary": inp.auxiliary is not None}
+            "auxiliary": inp.auxiliary is not None,
+            "scipy_fallbacks": mpi.allreduce(fallbacks)}
         return out
 
     def describe(self) -> dict:
@@ -178,4 +190,6 @@ class Spectral(CoarseSpace):
                            f"{m['vectors']} eigenvectors, {m['per_subdomain_min']}.."
                            f"{m['per_subdomain_max']} per subdomain (nev {m['nev']}, threshold "
                            f"{m['threshold']:g}), largest kept lambda "
-                           f"{m['largest_kept_lambda']:.3g}\n")
+                           f"{m['largest_kept_lambda']:.3g}"
+                           + (f", {m['scipy_fallbacks']} subdomains solved by scipy after SLEPc "
+                              f"failed" if m["scipy_fallbacks"] else "") + "\n")
