@@ -101,7 +101,7 @@ def test_block_size_keeps_nodes_whole_and_uses_the_near_null_space():
 
 
 def test_spectral_refuses_an_indefinite_algebraic_neumann_matrix_and_takes_the_exact_one():
-    n, N = 15, 4
+    n, N = 31, 16
     A, L = _vector_matrix(n)
     msgs = raised_everywhere(lambda: pc_from_options(A, "ind_", pc=PC, subdomains=N,
                                                      coarse_space="spectral").destroy(),

@@ -26,6 +26,7 @@ from petsc4py import PETSc
 from ..decomposition.collective import collective_check
 
 __all__ = ["neumann_matrices", "algebraic_neumann", "regularised_pencil", "is_semidefinite",
+           "interior_partition_of_unity",
            "REGULARISATION", "SEMIDEFINITE_TOL"]
 
 #: relative diagonal shift of the Neumann matrix on the right-hand side of the pencil
@@ -60,6 +61,27 @@ def algebraic_neumann(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
         inside = np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal())
         out.append((Ai - sp.diags(outside - inside)).tocsr())
     return out
+
+
+def interior_partition_of_unity(A: PETSc.Mat, subdomains) -> list[np.ndarray]:
+    r"""A partition of unity that vanishes on each subdomain's boundary rows (the rows with a
+    coupling leaving :math:`I_i`): :math:`D_i = \chi_i / \sum_j R_jR_j^T\chi_j`, :math:`\chi_i`
+    the indicator of :math:`I_i`'s interior. With the exact (auxiliary) Neumann matrices this is
+    GenEO's: a coarse vector :math:`R_i^TD_iv` then does not reach the elements outside the
+    subdomain, whose energy :math:`A_i^N` does not see (collective)."""
+    sets = subdomains.index_sets(True)
+    blocks = A.createSubMatrices(sets, sets) if sets else []
+    t = _abs_offdiagonal_sums(A)
+    totals = subdomains.gather(t)
+    t.destroy()
+    chis = []
+    for s, block, total in zip(sets, blocks, totals):
+        Ai = sp.csr_matrix(block.getValuesCSR()[::-1], shape=block.getSize())
+        inside = np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal())
+        chis.append((total - inside <= 1e-12 * np.maximum(total, 1e-300)).astype(np.float64))
+        block.destroy(), s.destroy()
+    counts = subdomains.summed(A, chis)
+    return [np.where(c > 0, chi / np.where(c > 0, c, 1.0), 0.0) for chi, c in zip(chis, counts)]
 
 
 def regularised_pencil(AN: sp.csr_matrix, D: np.ndarray):

@@ -464,6 +464,14 @@ class Subdomains:
         :math:`I_i`: :math:`R_i v` (collective)."""
         return _values_at(v, self.overlapping)
 
+    def summed(self, A: PETSc.Mat, values) -> list[np.ndarray]:
+        r"""On each of this rank's :math:`I_i`, the rows of :math:`\sum_j R_j^T v_j` over every
+        rank's subdomains, ``values[i]`` being :math:`v_i` (collective)."""
+        v = _add_at(A, self.overlapping, values)
+        out = self.gather(v)
+        v.destroy()
+        return out
+
     def gather_columns(self, A: PETSc.Mat, X: np.ndarray) -> list[np.ndarray]:
         """:math:`R_i X` for this rank's rows ``X`` of a multivector, shape ``(local rows, m)``,
         on each of this rank's subdomains (collective; every rank has the same ``m``)."""

@@ -32,7 +32,7 @@ from slepc4py import SLEPc
 from ...decomposition.collective import collective_check
 from ...decomposition.layout import sequential_aij
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
-from ..neumann import neumann_matrices, regularised_pencil
+from ..neumann import interior_partition_of_unity, neumann_matrices, regularised_pencil
 
 __all__ = ["EIGENSOLVERS", "SpectralSettings", "local_eigenvectors", "Spectral"]
 
@@ -139,8 +139,10 @@ class Spectral(CoarseSpace):
         comm, s, settings = inp.comm, inp.subdomains, self.settings
         found, problems = {}, []
         ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space")
+        # exact Neumann matrices: GenEO's partition of unity, zero on the subdomain boundary
+        weights = s.weights if inp.auxiliary is None else interior_partition_of_unity(inp.A, s)
         fallbacks = 0
-        for i, I, D, AN in zip(s.ids, s.overlapping, s.weights, ANs):
+        for i, I, D, AN in zip(s.ids, s.overlapping, weights, ANs):
             try:
                 lam, V = local_eigenvectors(AN, D, settings, self._prefix)
             except Exception as e:  # SLEPc reports some failures as SystemError
