@@ -138,9 +138,6 @@ class CoarseSpace:
     def __add__(self, other: "CoarseSpace") -> "Composite":
         return Composite([self, other])
 
-    def destroy(self) -> None:
-        """Release what a build holds (collective)."""
-
 
 class Composite(CoarseSpace):
     r"""Several coarse spaces side by side, :math:`\Phi = [\Phi_1 \mid \Phi_2 \mid \dots]`
@@ -190,10 +187,6 @@ class Composite(CoarseSpace):
     def view(self, viewer: PETSc.Viewer) -> None:
         for p in self.parts:
             p.view(viewer)
-
-    def destroy(self) -> None:
-        for p in self.parts:
-            p.destroy()
 
 
 def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int) -> PETSc.Mat:
