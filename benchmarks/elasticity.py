@@ -40,13 +40,15 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import petsc4py
 
 petsc4py.init([sys.argv[0]])
 from petsc4py import PETSc  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from solvers.options import PETSC_REFERENCE  # noqa: E402
+
 CONTRASTS = (1.0, 1e3, 1e6)
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
 DDLEARN = {
@@ -61,16 +63,7 @@ AUX = {
                          "ddlearn_spectral_threshold": "0.1"},
     "one-level aux": {"ddlearn_coarse_space": "none"},
 }
-PETSC = {
-    "gamg": {"pc_type": "gamg"},
-    "asm": {"pc_type": "asm", "pc_asm_type": "basic", "sub_pc_type": "lu"},
-    "mg+gdsw": {"pc_type": "mg", "pc_mg_levels": "2", "pc_mg_galerkin": "both",
-                "pc_mg_type": "additive", "pc_mg_adapt_interp_coarse_space": "gdsw",
-                "mg_levels_pc_type": "asm", "mg_levels_pc_asm_type": "basic",
-                "mg_levels_sub_pc_type": "lu", "mg_levels_ksp_type": "richardson",
-                "mg_levels_ksp_max_it": "1", "mg_coarse_pc_type": "redundant",
-                "mg_coarse_redundant_pc_type": "lu"},
-}
+PETSC = {k: v for k, v in PETSC_REFERENCE.items() if k != "cholesky"}
 METHODS = (*DDLEARN, *AUX, *PETSC)
 
 
@@ -199,7 +192,7 @@ def summary(data: dict) -> str:
              f"{data['max_it']} iterations; iterations (a failure: its reason), n_0 = coarse "
              f"size, times at contrast {max(cs):g} (set-up + solve, slowest rank)", "",
              "| dim | dofs | N | method | n_0 | " + " | ".join(f"its E={c:g}" for c in cs)
-             + f" | set-up s | solve s | true res. |",
+             + " | set-up s | solve s | true res. |",
              "|---|---:|---:|---|---:|" + "---:|" * len(cs) + "---:|---:|---:|"]
     rows = data["rows"]
     for dim in sorted({r["dim"] for r in rows}):

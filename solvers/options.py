@@ -3,7 +3,24 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
-__all__ = ["set_defaults"]
+__all__ = ["set_defaults", "PETSC_REFERENCE"]
+
+#: PETSc's own preconditioners the benchmarks measure ddlearn against, as options-database
+#: entries (no prefix): one-level ASM with one block per rank and exact blocks, GAMG with its
+#: defaults (it reads the matrix's near-null space), PCMG two-level additive with PETSc's GDSW
+#: coarse space (one subdomain per rank), and a sparse Cholesky with nested dissection.
+PETSC_REFERENCE = {
+    "asm": {"pc_type": "asm", "pc_asm_type": "basic", "sub_pc_type": "lu"},
+    "gamg": {"pc_type": "gamg"},
+    "mg+gdsw": {"pc_type": "mg", "pc_mg_levels": "2", "pc_mg_galerkin": "both",
+                "pc_mg_type": "additive", "pc_mg_adapt_interp_coarse_space": "gdsw",
+                "mg_levels_pc_type": "asm", "mg_levels_pc_asm_type": "basic",
+                "mg_levels_sub_pc_type": "lu", "mg_levels_ksp_type": "richardson",
+                "mg_levels_ksp_max_it": "1", "mg_coarse_pc_type": "redundant",
+                "mg_coarse_redundant_pc_type": "lu"},
+    "cholesky": {"ksp_type": "preonly", "pc_type": "cholesky",
+                 "pc_factor_mat_ordering_type": "nd"},
+}
 
 
 def set_defaults(prefix: str | None, defaults: dict) -> None:

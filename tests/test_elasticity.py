@@ -188,16 +188,7 @@ def test_assign_gives_every_rank_a_subdomain():
         ex.assign(rows[:2], ranges)
 
 
-def _ddlearn_api():
-    try:
-        from ddlearn.pc import set_auxiliary_matrices, set_subdomains  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.mark.mpi
-@pytest.mark.skipif(not _ddlearn_api(), reason="ddlearn.pc has no set_subdomains yet")
 def test_spectral_with_auxiliary_matrices_beats_one_level_at_high_contrast():
     common = ("-dim", 2, "-cells", 24, "-contrast", 1e6, *PC, "-ksp_max_it", 2000)
     one = _main(*common, "-ddlearn_coarse_space", "none", "-aux", 1, "-parts", 8)
@@ -209,7 +200,6 @@ def test_spectral_with_auxiliary_matrices_beats_one_level_at_high_contrast():
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(not _ddlearn_api(), reason="ddlearn.pc has no set_subdomains yet")
 def test_ddlearn_coarse_spaces_with_the_rigid_body_modes_run():
     res = {cs: _main("-dim", 3, "-cells", 3, "-contrast", 1e3, *PC, "-ddlearn_coarse_space", cs,
                      "-ddlearn_subdomains", 4)
@@ -220,7 +210,6 @@ def test_ddlearn_coarse_spaces_with_the_rigid_body_modes_run():
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(not _ddlearn_api(), reason="ddlearn.pc has no set_subdomains yet")
 def test_spectral_without_neumann_matrices_is_refused_on_every_rank():
     from conftest import raised_everywhere
     msgs = raised_everywhere(lambda: _main("-dim", 2, "-cells", 8, *PC, "-ddlearn_coarse_space",
@@ -232,8 +221,7 @@ def test_benchmark_quick_writes_its_json(tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     bench = _load("elasticity_benchmark", ROOT / "benchmarks" / "elasticity.py")
     out = tmp_path / "el.json"
-    methods = ["gamg", "asm", "mg+gdsw"] + (["one-level", "spectral aux"] if _ddlearn_api()
-                                            else [])
+    methods = ["gamg", "asm", "mg+gdsw", "one-level", "spectral aux"]
     bench.main(["--quick", "--json", str(out), "--methods", *methods])
     data = json.loads(out.read_text())
     assert data["quick"] and data["contrasts"] == [1.0, 1e6] and data["Ns"] == [4]

@@ -1,0 +1,453 @@
+r"""Weak scaling at a fixed subdomain size: how iterations, set-up, apply and memory of
+ddlearn's two-level methods grow with the number of subdomains N, beside PETSc's own.
+
+    mpiexec -n 4 python benchmarks/scaling.py [--quick] [--json FILE] [--resume]
+             [--dims 2 3] [--cases poisson channels inclusions] [--methods ...] [--sizes K ...]
+    python benchmarks/scaling.py --summary FILE     (tables and plots from a JSON)
+    python benchmarks/scaling.py --model FILE       (the projected cost at P = N ranks)
+
+Series (box subdomains of ``sub^d`` unknowns, ``N = k^d`` of them, grid ``(k sub)^d``):
+
+- 3D: 16³ unknowns per subdomain, N = 8, 64, 512 (grids 32³, 64³, 128³ = 2.1 M unknowns);
+- 2D: 32² per subdomain, N = 16, 256, 4 096 (grids 128², 512², 2048² = 4.2 M unknowns);
+
+on the 7-point (3D) / 5-point (2D) diffusion operator with harmonic-mean faces
+(:mod:`ddlearn.decomposition.problems`), cases ``poisson`` (contrast 1), ``channels`` and
+``inclusions`` (seeded families, contrast 1e6). The matrix is a user's: natural ordering,
+PETSc's default rows, coordinates attached, b = 1, CG to rtol 1e-8 on the unpreconditioned
+residual, at most ``--max-it`` iterations.
+
+Methods (ddlearn's PC from the options database, ``-ddlearn_subdomains N``, overlap 1, boxes):
+``one-level``, ``hats``, ``nicolaides``, ``gdsw``, ``spectral`` (8 vectors per subdomain),
+``learned`` (the shipped model); each two-level one also as ``<name>/dist`` (the coarse problem
+on all ranks, ``-ddlearn_coarse_ranks``) and ``<name>/3level`` (the coarse problem solved by
+ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third level). PETSc:
+``asm`` (one block per rank), ``gamg`` (defaults), ``mg+gdsw``, ``cholesky`` (nested
+dissection on one rank, up to ``--direct-max`` unknowns).
+
+Recorded per run: iterations, set-up and solve time (slowest rank, barriers around each), the
+PC's own split (partition, basis, local factorisations, coarse set-up; apply time in the local
+and the coarse part), n_0, and the peak resident memory per rank during the run (``VmHWM``
+reset before each run). Every run oversubscribes the machine's cores when ranks > cores: the
+JSON says how many of each; compare methods of one run, not runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import petsc4py
+
+petsc4py.init([sys.argv[0]])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from ddlearn.decomposition.layout import distributed_aij  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.pc import set_coordinates  # noqa: E402
+from solvers.options import PETSC_REFERENCE  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+#: dimension -> (unknowns per subdomain per direction, subdomains per direction of the series)
+SERIES = {3: (16, (2, 4, 8)), 2: (32, (4, 16, 64))}
+QUICK = {3: (4, (2, 3)), 2: (8, (2, 4))}
+CASES = {"poisson": 1.0, "channels": 1e6, "inclusions": 1e6}
+PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
+COARSE = {"one-level": "none", "hats": "hats", "nicolaides": "nicolaides", "gdsw": "gdsw",
+          "spectral": "spectral", "learned": "learned"}
+#: how the coarse problem is solved: on one rank (exact), on all ranks, or by a third level
+COARSE_SOLVE = {
+    "": {},
+    "/dist": {"ddlearn_coarse_ranks": "{size}"},
+    "/3level": {"ddlearn_coarse_ranks": "{size}", "ddlearn_coarse_ksp_type": "preonly",
+                "ddlearn_coarse_pc_type": "python",
+                "ddlearn_coarse_pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
+                "ddlearn_coarse_ddlearn_subdomains": "{coarse_N}",
+                "ddlearn_coarse_ddlearn_coarse_space": "nicolaides"},
+}
+DDLEARN = [name + solve for name in COARSE for solve in COARSE_SOLVE
+           if not (name == "one-level" and solve)]
+PETSC = ["asm", "gamg", "mg+gdsw", "cholesky"]
+METHODS = DDLEARN + PETSC
+DEFAULT_METHODS = ["one-level", "hats", "nicolaides", "spectral", "spectral/dist",
+                   "spectral/3level", "learned", "asm", "gamg", "cholesky"]
+
+
+def peak_rss_reset() -> None:
+    """Start a new peak-memory window for this process (Linux: ``clear_refs`` 5 resets
+    ``VmHWM``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since the last reset, MB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def problem_name(case: str, dim: int) -> str:
+    base = "poisson" if case == "poisson" else f"random_{case}"
+    if dim == 3:
+        return f"{base}3d"
+    return "poisson2d" if case == "poisson" else base
+
+
+def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):
+    """The user's matrix: natural ordering, PETSc's default rows, coordinates attached;
+    ``b = 1``. Each rank assembles its own rows only."""
+    kwargs = {} if case == "poisson" else {"contrast": CASES[case], "seed": 0}
+    problem = make_problem(problem_name(case, dim), n, **kwargs)
+    N = problem.n
+    P, r = comm.getSize(), comm.getRank()
+    counts = np.full(P, N // P) + (np.arange(P) < N % P)
+    ranges = np.concatenate([[0], np.cumsum(counts)])
+    lo, hi = int(ranges[r]), int(ranges[r + 1])
+    A = distributed_aij(problem.rows(np.arange(lo, hi)), N, ranges, comm)
+    A.setOption(PETSc.Mat.Option.SPD, True)
+    set_coordinates(A, _coordinates(problem, lo, hi))
+    b = A.createVecLeft()
+    b.set(1.0)
+    return problem, A, b
+
+
+def _coordinates(problem, lo: int, hi: int) -> np.ndarray:
+    """Coordinates of rows ``lo:hi`` (natural ordering, x fastest) without forming all ``n``."""
+    j = np.arange(lo, hi)
+    out = []
+    for m in problem.grid:
+        out.append((j % m + 1) / (m + 1))
+        j = j // m
+    return np.stack(out, axis=1)
+
+
+def options_for(method: str, N: int, size: int) -> dict:
+    if method in PETSC:
+        return dict(PETSC_REFERENCE[method])
+    name, _, solve = method.partition("/")
+    opts = {**PC, "ddlearn_subdomains": str(N), "ddlearn_coarse_space": COARSE[name]}
+    if name == "spectral":
+        opts["ddlearn_spectral_nev"] = "8"
+    # third level: about 8 fine subdomains per coarse subdomain, at least one per rank
+    coarse_N = max(size, N // 8)
+    for k, v in COARSE_SOLVE["/" + solve if solve else ""].items():
+        opts[k] = v.format(size=size, coarse_N=coarse_N)
+    return opts
+
+
+def _wall(fn, comm) -> float:
+    comm.Barrier()
+    t = time.perf_counter()
+    fn()
+    return comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
+
+
+def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int) -> dict:
+    """One solve of ``method`` on a freshly assembled matrix; a failure is a result."""
+    size = COMM.Get_size()
+    N, n = k ** dim, sub * k
+    rec = {"dim": dim, "case": case, "contrast": CASES[case], "sub": sub, "N": N, "grid": n,
+           "unknowns": n ** dim, "method": method, "ranks": size}
+    direct = method == "cholesky"
+    comm = PETSc.COMM_SELF if direct else PETSc.COMM_WORLD
+    options = options_for(method, N, size)
+    opts = PETSc.Options()
+    peak_rss_reset()
+    COMM.Barrier()
+    objs = []
+    try:
+        if not direct or COMM.Get_rank() == 0:  # the direct solver factors on rank 0 alone
+            rec.update(_solve(case, dim, n, comm, options, max_it, objs, opts))
+    except Exception as e:  # noqa: BLE001 - a failing method is a result
+        chain, err = [], e
+        while err is not None:
+            # PETSc's own message is a traceback of its build's source files: keep the code
+            chain.append(f"PETSc error {err.ierr}" if isinstance(err, PETSc.Error)
+                         else f"{type(err).__name__}: {err}")
+            err = err.__cause__ or err.__context__
+        rec.update(error=" <- ".join(chain)[:2000], converged=False)
+    finally:
+        for o in objs:
+            o.destroy()
+        for key in options:
+            opts.delValue(key)
+    if direct:
+        rec = COMM.bcast(rec if COMM.Get_rank() == 0 else None, root=0)
+    peaks = COMM.allgather(peak_rss_mb())
+    rec["peak_rss_mb_max"] = max(peaks)
+    rec["peak_rss_mb_sum"] = sum(peaks) if not direct else peaks[0]
+    rec["options"] = options
+    return rec
+
+
+def _solve(case, dim, n, comm, options, max_it, objs, opts) -> dict:
+    for k, v in options.items():
+        opts.setValue(k, v)
+    t = time.perf_counter()
+    problem, A, b = build(case, dim, n, comm)
+    objs += [A, b]
+    assemble_s = comm.tompi4py().allreduce(time.perf_counter() - t, op=MPI.MAX)
+    ksp = PETSc.KSP().create(comm=comm)
+    objs.append(ksp)
+    ksp.setOperators(A)
+    ksp.setType("cg")
+    ksp.setTolerances(rtol=1e-8, max_it=max_it)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setFromOptions()
+    x = b.duplicate()
+    objs.append(x)
+    mpi = comm.tompi4py()
+    # PCASM and PCFactor leave factorisations to the first solve: count them as set-up
+    setup_s = _wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()), mpi)
+    solve_s = _wall(lambda: ksp.solve(b, x), mpi)
+    r = b.duplicate()
+    objs.append(r)
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    pc = ksp.getPC()
+    its = ksp.getIterationNumber()
+    out = {"assemble_s": assemble_s, "setup_s": setup_s, "solve_s": solve_s,
+           "iterations": its, "converged": ksp.getConvergedReason() > 0,
+           "reason": int(ksp.getConvergedReason()), "rnorm_true": r.norm() / b.norm(),
+           "apply_s": solve_s / max(its + 1, 1)}
+    if pc.getType() == "python":
+        ctx = pc.getPythonContext()
+        out["split"] = {k: v for k, v in ctx.timing.items() if isinstance(v, (int, float))}
+        out["n0"] = int(ctx.meta.get("n0", 0))
+        out["meta"] = {k: v for k, v in ctx.meta.items() if isinstance(v, (int, float, str))}
+    if options.get("pc_type") == "cholesky":
+        F = pc.getFactorMatrix()
+        out["factor_nnz"] = int(F.getInfo()["nz_used"])
+    return out
+
+
+def _key(rec: dict) -> tuple:
+    return rec["dim"], rec["case"], rec["N"], rec["method"]
+
+
+def label(rec: dict) -> str:
+    if rec.get("error"):
+        return "error"
+    if rec.get("skipped"):
+        return "–"
+    return str(rec["iterations"]) if rec.get("converged") else f">{rec['iterations']}"
+
+
+def benchmark(args) -> dict:
+    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "max_it": args.max_it,
+            "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()},
+            "rows": []}
+    if args.resume and os.path.exists(args.json):
+        with open(args.json) as f:
+            data["rows"] = [r for r in json.load(f)["rows"]]
+    done = {_key(r) for r in data["rows"]}
+    for dim in args.dims:
+        sub, ks = args.series[dim]
+        for k in ks if not args.sizes else [k for k in ks if k in args.sizes]:
+            for case in args.cases:
+                for method in args.methods:
+                    key = (dim, case, k ** dim, method)
+                    if key in done:
+                        continue
+                    if method == "cholesky" and (sub * k) ** dim > args.direct_max:
+                        continue
+                    rec = run_one(case, dim, sub, k, method, args.max_it)
+                    data["rows"].append(rec)
+                    _log(rec)
+                    _write(data, args.json)
+    return data
+
+
+def _log(rec: dict) -> None:
+    if rec.get("error"):
+        extra = rec["error"][:300]
+    else:
+        s = rec.get("split", {})
+        extra = (f"set-up {rec['setup_s']:.2f} s solve {rec['solve_s']:.2f} s "
+                 f"n0 {rec.get('n0', '-')} peak {rec['peak_rss_mb_max']:.0f} MB/rank "
+                 + " ".join(f"{k} {v:.2f}" for k, v in s.items() if k.endswith("_s")))
+    PETSc.Sys.Print(f"{rec['dim']}D {rec['case']:10s} N {rec['N']:5d} n {rec['unknowns']:8d} "
+                    f"{rec['method']:18s} {label(rec):>6s}  {extra}", comm=PETSc.COMM_WORLD)
+
+
+def _write(data: dict, path: str) -> None:
+    if COMM.Get_rank() == 0:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+
+
+# -- reports ------------------------------------------------------------------------------
+
+def _rows(data, dim, case):
+    return [r for r in data["rows"] if r["dim"] == dim and r["case"] == case]
+
+
+def coarse_share(rec: dict) -> float | None:
+    """Share of the coarse part in the PC's apply time."""
+    s = rec.get("split", {})
+    loc, crs = s.get("apply_local_s"), s.get("apply_coarse_s")
+    if loc is None or crs is None or loc + crs <= 0:
+        return None
+    return crs / (loc + crs)
+
+
+def growth(data: dict) -> list[dict]:
+    """Per series and method: iterations at the largest N over those at the smallest."""
+    out = []
+    for dim in sorted({r["dim"] for r in data["rows"]}):
+        for case in CASES:
+            rows = _rows(data, dim, case)
+            for method in METHODS:
+                got = sorted((r["N"], r) for r in rows if r["method"] == method
+                             and r.get("converged"))
+                if len(got) >= 2:
+                    out.append({"dim": dim, "case": case, "method": method,
+                                "N": [got[0][0], got[-1][0]],
+                                "growth": got[-1][1]["iterations"] / got[0][1]["iterations"]})
+    return out
+
+
+def summary(data: dict) -> str:
+    lines = [f"{data['ranks']} ranks on {data['cores']} cores, CG rtol 1e-8, at most "
+             f"{data['max_it']} iterations. Per series: iterations (> : not converged), and at "
+             f"the largest N set-up + solve seconds, coarse share of the apply, n_0 and peak "
+             f"memory per rank.", ""]
+    for dim in sorted({r["dim"] for r in data["rows"]}):
+        for case in CASES:
+            rows = _rows(data, dim, case)
+            if not rows:
+                continue
+            Ns = sorted({r["N"] for r in rows})
+            big = max(Ns)
+            lines += [f"**{dim}D {case}** (contrast {CASES[case]:g}; unknowns "
+                      + ", ".join(f"{next(r['unknowns'] for r in rows if r['N'] == N):,}"
+                                  for N in Ns) + ")", "",
+                      "| method | " + " | ".join(f"N = {N}" for N in Ns)
+                      + f" | set-up s (N={big}) | solve s | coarse share | n_0 | MB/rank |",
+                      "|---|" + "---:|" * (len(Ns) + 5)]
+            for method in METHODS:
+                got = {r["N"]: r for r in rows if r["method"] == method}
+                if not got:
+                    continue
+                last = got.get(big, {})
+                share = coarse_share(last)
+                tail = (f"{last['setup_s']:.2f} | {last['solve_s']:.2f} | "
+                        f"{f'{share:.0%}' if share is not None else '–'} | "
+                        f"{last.get('n0', '–')} | {last['peak_rss_mb_max']:.0f}") \
+                    if "setup_s" in last else "– | – | – | – | –"
+                lines.append(f"| {method} | " + " | ".join(label(got[N]) if N in got else "–"
+                                                          for N in Ns) + f" | {tail} |")
+            lines.append("")
+    lines += ["Iteration growth, largest N over smallest:", ""]
+    for g in growth(data):
+        lines.append(f"- {g['dim']}D {g['case']} {g['method']}: {g['growth']:.2f} "
+                     f"(N = {g['N'][0]} → {g['N'][1]})")
+    errors = {(r["method"], r["error"][:160]) for r in data["rows"] if r.get("error")}
+    if errors:
+        lines += ["", "Errors:", ""] + [f"- {m}: {e}" for m, e in sorted(errors)]
+    return "\n".join(lines)
+
+
+def plot(data: dict, stem: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    series = [(d, c) for d in sorted({r["dim"] for r in data["rows"]}) for c in CASES
+              if _rows(data, d, c)]
+    if not series:
+        return
+    fig, axes = plt.subplots(1, len(series), figsize=(4.6 * len(series), 3.8), squeeze=False)
+    for ax, (dim, case) in zip(axes[0], series):
+        rows = _rows(data, dim, case)
+        for method in METHODS:
+            pts = sorted((r["N"], r["iterations"]) for r in rows
+                         if r["method"] == method and r.get("converged"))
+            if pts:
+                ax.plot(*zip(*pts), "s--" if method in PETSC else "o-", label=method)
+        ax.set(xscale="log", yscale="log", xlabel="subdomains N (fixed size)",
+               ylabel="CG iterations", title=f"{dim}D {case}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0, -1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(stem + "_iterations.png", dpi=110)
+    plt.close(fig)
+    # time per apply, split into the local (one-level) and the coarse part
+    bars = [r for r in data["rows"] if coarse_share(r) is not None]
+    if not bars:
+        return
+    fig, axes = plt.subplots(1, len(series), figsize=(4.6 * len(series), 3.8), squeeze=False)
+    for ax, (dim, case) in zip(axes[0], series):
+        rows = [r for r in bars if r["dim"] == dim and r["case"] == case]
+        labels, loc, crs = [], [], []
+        for r in sorted(rows, key=lambda r: (METHODS.index(r["method"]), r["N"])):
+            applies = max(r["iterations"] + 1, 1)
+            labels.append(f"{r['method']}\nN={r['N']}")
+            loc.append(1e3 * r["split"]["apply_local_s"] / applies)
+            crs.append(1e3 * r["split"]["apply_coarse_s"] / applies)
+        x = np.arange(len(labels))
+        ax.bar(x, loc, label="local")
+        ax.bar(x, crs, bottom=loc, label="coarse")
+        ax.set_xticks(x, labels, rotation=90, fontsize=6)
+        ax.set(ylabel="ms per apply (slowest rank)", title=f"{dim}D {case}")
+    axes[0, -1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(stem + "_apply.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny series (tests)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--resume", action="store_true", help="keep the JSON's runs, add the rest")
+    ap.add_argument("--summary", metavar="FILE", help="print the tables of an earlier run")
+    ap.add_argument("--dims", type=int, nargs="+", default=[3, 2], choices=[2, 3])
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--methods", nargs="+", default=None, choices=METHODS)
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="subdomains per direction to run (default: the whole series)")
+    ap.add_argument("--max-it", type=int, default=1000)
+    ap.add_argument("--direct-max", type=int, default=300_000,
+                    help="largest problem given to the one-rank Cholesky")
+    args = ap.parse_args(argv)
+    if args.summary:
+        with open(args.summary) as f:
+            data = json.load(f)
+        if COMM.Get_rank() == 0:
+            print(summary(data))
+            plot(data, os.path.splitext(args.summary)[0])
+        return data
+    args.series = QUICK if args.quick else SERIES
+    args.methods = args.methods or DEFAULT_METHODS
+    args.json = args.json or str(ROOT / "benchmarks" / "results" /
+                                 ("scaling_quick.json" if args.quick else "scaling.json"))
+    data = benchmark(args)
+    if COMM.Get_rank() == 0:
+        plot(data, os.path.splitext(args.json)[0])
+        print(summary(data))
+    return data
+
+
+if __name__ == "__main__":
+    main()
