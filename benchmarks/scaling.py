@@ -159,7 +159,8 @@ def _wall(fn, comm) -> float:
     return comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
 
 
-def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int) -> dict:
+def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
+            max_solve_s: float | None = None) -> dict:
     """One solve of ``method`` on a freshly assembled matrix; a failure is a result."""
     size = COMM.Get_size()
     N, n = k ** dim, sub * k
@@ -174,7 +175,7 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int) -> 
     objs = []
     try:
         if not direct or COMM.Get_rank() == 0:  # the direct solver factors on rank 0 alone
-            rec.update(_solve(case, dim, n, comm, options, max_it, objs, opts))
+            rec.update(_solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts))
     except Exception as e:  # noqa: BLE001 - a failing method is a result
         chain, err = [], e
         while err is not None:
@@ -197,7 +198,7 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int) -> 
     return rec
 
 
-def _solve(case, dim, n, comm, options, max_it, objs, opts) -> dict:
+def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts) -> dict:
     for k, v in options.items():
         opts.setValue(k, v)
     t = time.perf_counter()
@@ -214,8 +215,17 @@ def _solve(case, dim, n, comm, options, max_it, objs, opts) -> dict:
     x = b.duplicate()
     objs.append(x)
     mpi = comm.tompi4py()
+    clock = {"start": time.perf_counter(), "stopped": False}
+    if max_solve_s:
+        def budget(ksp, its, rnorm):
+            # all ranks must agree to stop: one reduction per iteration
+            over = mpi.allreduce(time.perf_counter() - clock["start"] > max_solve_s, op=MPI.LOR)
+            clock["stopped"] |= over
+            return PETSc.KSP.ConvergedReason.DIVERGED_ITS if over else 0
+        ksp.addConvergenceTest(budget, prepend=True)
     # PCASM and PCFactor leave factorisations to the first solve: count them as set-up
     setup_s = _wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()), mpi)
+    clock["start"] = time.perf_counter()
     solve_s = _wall(lambda: ksp.solve(b, x), mpi)
     r = b.duplicate()
     objs.append(r)
@@ -226,7 +236,7 @@ def _solve(case, dim, n, comm, options, max_it, objs, opts) -> dict:
     out = {"assemble_s": assemble_s, "setup_s": setup_s, "solve_s": solve_s,
            "iterations": its, "converged": ksp.getConvergedReason() > 0,
            "reason": int(ksp.getConvergedReason()), "rnorm_true": r.norm() / b.norm(),
-           "apply_s": solve_s / max(its + 1, 1)}
+           "apply_s": solve_s / max(its + 1, 1), "time_limited": clock["stopped"]}
     if pc.getType() == "python":
         ctx = pc.getPythonContext()
         out["split"] = {k: v for k, v in ctx.timing.items() if isinstance(v, (int, float))}
@@ -247,11 +257,14 @@ def label(rec: dict) -> str:
         return "error"
     if rec.get("skipped"):
         return "–"
-    return str(rec["iterations"]) if rec.get("converged") else f">{rec['iterations']}"
+    if rec.get("converged"):
+        return str(rec["iterations"])
+    return f">{rec['iterations']}" + (" (time)" if rec.get("time_limited") else "")
 
 
 def benchmark(args) -> dict:
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "max_it": args.max_it,
+            "max_solve_s": args.max_solve_s,
             "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()},
             "rows": []}
     if args.resume and os.path.exists(args.json):
@@ -268,7 +281,7 @@ def benchmark(args) -> dict:
                         continue
                     if method == "cholesky" and (sub * k) ** dim > args.direct_max:
                         continue
-                    rec = run_one(case, dim, sub, k, method, args.max_it)
+                    rec = run_one(case, dim, sub, k, method, args.max_it, args.max_solve_s)
                     data["rows"].append(rec)
                     _log(rec)
                     _write(data, args.json)
@@ -428,6 +441,8 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", default=None,
                     help="subdomains per direction to run (default: the whole series)")
     ap.add_argument("--max-it", type=int, default=1000)
+    ap.add_argument("--max-solve-s", type=float, default=None,
+                    help="stop a solve after this many seconds (recorded as time-limited)")
     ap.add_argument("--direct-max", type=int, default=300_000,
                     help="largest problem given to the one-rank Cholesky")
     args = ap.parse_args(argv)
