@@ -428,6 +428,137 @@ def plot(data: dict, stem: str) -> None:
     plt.close(fig)
 
 
+# -- the scaling model on paper -----------------------------------------------------------
+
+#: network assumed by the model: latency (s) and bandwidth (bytes/s) of one link, an
+#: InfiniBand-class cluster (100 Gb/s, 2 microseconds)
+ALPHA, BETA = 2e-6, 12.5e9
+#: sparse Cholesky of a coarse matrix whose graph is a d-dimensional mesh of subdomains
+#: (nested dissection): factorisation ~ n^(3(d-1)/d), solve ~ nnz(L) ~ n^(2(d-1)/d) (2D: n log n,
+#: taken as n)
+THEORY = {2: {"factor": 1.5, "solve": 1.0}, 3: {"factor": 2.0, "solve": 4.0 / 3.0}}
+#: fine subdomains per coarse subdomain of the three-level method, and its third-level size
+GROUP = 8
+
+
+def _fit(points) -> float | None:
+    """Least-squares exponent of ``t ~ n^p`` over ``(n, t)`` points (None for fewer than 2)."""
+    pts = [(n, t) for n, t in points if n > 0 and t > 0]
+    if len(pts) < 2:
+        return None
+    x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def _cost(points, p: float) -> tuple[float, float]:
+    """``(c, a)`` of ``t = c + a n^p`` fitted to ``(n, t)`` points, both non-negative: ``c``
+    is what does not grow with the coarse size (the product with Phi, latency, the Python
+    layer), ``a n^p`` the coarse factorisation or solve."""
+    n = np.array([q[0] for q in points], dtype=float)
+    t = np.array([q[1] for q in points], dtype=float)
+    if len(n) >= 2:
+        (c, a), *_ = np.linalg.lstsq(np.stack([np.ones_like(n), n ** p], axis=1), t,
+                                     rcond=None)
+        if c >= 0 and a > 0:
+            return float(c), float(a)
+    big = int(np.argmax(n))
+    return 0.0, float(t[big] / n[big] ** p)
+
+
+def model(data: dict, method: str = "spectral", Ns=(100, 1_000, 10_000)) -> list[dict]:
+    r"""Projected time per apply and set-up at :math:`P = N` ranks (one subdomain per rank),
+    two-level against three-level, from the measured per-subdomain and coarse costs of
+    ``method`` (exact one-rank coarse solve) in each dimension's series of ``data``.
+
+    Per subdomain (CPU seconds, the measured wall times times the cores in use over N):
+    :math:`t_f` local factorisation, :math:`t_b` coarse basis, :math:`t_a` local solve per
+    apply. Coarse: :math:`t_{c,f}(n) = a_f n^{p_f}`, :math:`t_{c,s}(n) = a_s n^{p_s}` with the
+    nested-dissection exponents (:data:`THEORY`) and constants from the largest measured
+    :math:`n_0`. Network: latency :data:`ALPHA`, bandwidth :data:`BETA`, halo exchange with
+    the :math:`3^d - 1` neighbours, coarse gather/scatter as a tree
+    (:math:`2(\alpha\log_2 P + 8 n/\beta)`). Two-level: coarse size :math:`n_0 = kN` on one
+    rank. Three-level: :data:`GROUP` fine subdomains per coarse subdomain (a coarse local
+    solve of :math:`2\,\mathrm{GROUP}\,k` rows, overlap included) and a third-level problem of
+    :math:`N/\mathrm{GROUP}` rows (one Nicolaides vector per coarse subdomain).
+    """
+    out = []
+    for dim in sorted({r["dim"] for r in data["rows"]}):
+        rows = [r for r in data["rows"] if r["dim"] == dim and r["method"] == method
+                and r.get("converged") and r.get("split", {}).get("apply_coarse_s")]
+        if not rows:
+            continue
+        big = max(rows, key=lambda r: r["N"])
+        cores = min(big["ranks"], data["cores"] or 1)
+        applies = big["iterations"] + 1
+        s, N_m = big["split"], big["N"]
+        k = big["n0"] / N_m
+        t_f = s["local_s"] * cores / N_m
+        t_b = s["basis_s"] * cores / N_m
+        t_a = s["apply_local_s"] * cores / N_m / applies
+        p = THEORY[dim]
+        factor = [(r["n0"], r["split"]["coarse_setup_s"]) for r in rows]
+        solve = [(r["n0"], r["split"]["apply_coarse_s"] / (r["iterations"] + 1)) for r in rows]
+        c_f, a_f = _cost(factor, p["factor"])
+        c_s, a_s = _cost(solve, p["solve"])
+        # what does not grow with n_0 is mostly the products with Phi over the rank's rows:
+        # measured with N/ranks subdomains per rank, scaled to one
+        c_f, c_s = c_f * cores / N_m, c_s * cores / N_m
+        measured = {"factor": _fit(factor), "solve": _fit(solve)}
+        sub = big["sub"]
+        halo = (3 ** dim - 1) * ALPHA + 2 * dim * sub ** (dim - 1) * 8 / BETA
+        for N in Ns:
+            n0 = k * N
+            tree = np.log2(N)
+            coarse2 = c_s + a_s * n0 ** p["solve"] + 2 * (ALPHA * tree + 8 * n0 / BETA)
+            m = 2 * GROUP * k
+            n00 = N / GROUP
+            coarse3 = c_s + a_s * (m ** p["solve"] + n00 ** p["solve"]) + 2 * (
+                ALPHA * tree + 8 * GROUP * k / BETA) + 2 * (ALPHA * np.log2(n00) + 8 * n00 / BETA)
+            nnz0 = n0 * k * 3 ** dim
+            setup2 = t_f + t_b + c_f + a_f * n0 ** p["factor"] + 12 * nnz0 / BETA
+            setup3 = t_f + t_b + c_f + a_f * (m ** p["factor"] + n00 ** p["factor"]) + \
+                12 * nnz0 / BETA / N * GROUP
+            out.append({"dim": dim, "method": method, "N": N, "n0": int(n0), "k": k,
+                        "apply_local_s": t_a + halo,
+                        "apply_coarse_two_level_s": coarse2,
+                        "apply_coarse_three_level_s": coarse3,
+                        "setup_two_level_s": setup2, "setup_three_level_s": setup3,
+                        "from": {"N": N_m, "n0": big["n0"], "ranks": big["ranks"],
+                                 "cores": cores, "t_f": t_f, "t_b": t_b, "t_a": t_a,
+                                 "c_f": c_f, "a_f": a_f, "c_s": c_s, "a_s": a_s,
+                                 "exponents_theory": p,
+                                 "exponents_measured": measured}})
+    return out
+
+
+def _fmt(x) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def model_table(rows: list[dict]) -> str:
+    lines = [f"Projected at P = N ranks, one subdomain per rank (latency {ALPHA * 1e6:g} µs, "
+             f"bandwidth {BETA / 1e9:g} GB/s); ms per apply (local + coarse) and set-up s:", "",
+             "| dim | N | n_0 | local ms | coarse ms, 2-level | coarse ms, 3-level | "
+             "coarse share 2-level / 3-level | set-up s 2-level | set-up s 3-level |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        loc, c2, c3 = (1e3 * r[k] for k in ("apply_local_s", "apply_coarse_two_level_s",
+                                            "apply_coarse_three_level_s"))
+        lines.append(f"| {r['dim']}D | {r['N']:,} | {r['n0']:,} | {loc:.2f} | {c2:.2f} | "
+                     f"{c3:.2f} | {c2 / (loc + c2):.0%} / {c3 / (loc + c3):.0%} | "
+                     f"{r['setup_two_level_s']:.2f} | {r['setup_three_level_s']:.2f} |")
+    for r in {r["dim"]: r for r in rows}.values():
+        f = r["from"]
+        lines.append(f"\n{r['dim']}D constants from {r['method']} at N = {f['N']} "
+                     f"(n_0 = {f['n0']}, {f['ranks']} ranks on {f['cores']} cores): t_f "
+                     f"{f['t_f'] * 1e3:.1f} ms, t_b {f['t_b'] * 1e3:.1f} ms, t_a "
+                     f"{f['t_a'] * 1e3:.2f} ms per subdomain; coarse c_s {f['c_s'] * 1e3:.2f} ms, "
+                     f"exponents measured factor {_fmt(f['exponents_measured']['factor'])}, "
+                     f"solve {_fmt(f['exponents_measured']['solve'])} (theory "
+                     f"{f['exponents_theory']['factor']:.2f}, {f['exponents_theory']['solve']:.2f})")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -435,6 +566,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--resume", action="store_true", help="keep the JSON's runs, add the rest")
     ap.add_argument("--summary", metavar="FILE", help="print the tables of an earlier run")
+    ap.add_argument("--model", metavar="FILE", help="the projected cost at P = N from a run; "
+                    "writes <FILE stem>_model.json")
     ap.add_argument("--dims", type=int, nargs="+", default=[3, 2], choices=[2, 3])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--methods", nargs="+", default=None, choices=METHODS)
@@ -453,6 +586,14 @@ def main(argv=None):
             print(summary(data))
             plot(data, os.path.splitext(args.summary)[0])
         return data
+    if args.model:
+        with open(args.model) as f:
+            rows = model(json.load(f))
+        if COMM.Get_rank() == 0:
+            _write({"model": rows, "alpha_s": ALPHA, "beta_bytes_per_s": BETA, "group": GROUP},
+                   os.path.splitext(args.model)[0] + "_model.json")
+            print(model_table(rows))
+        return rows
     args.series = QUICK if args.quick else SERIES
     args.methods = args.methods or DEFAULT_METHODS
     args.json = args.json or str(ROOT / "benchmarks" / "results" /
