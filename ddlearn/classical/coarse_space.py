@@ -16,8 +16,9 @@ and :mod:`ddlearn.learned.coarse`, listed in one registry, :mod:`ddlearn.pc.regi
 the columns of the parts side by side.
 
 :math:`\Phi` travels as this rank's entries in coordinate form (:class:`CoarseVectors`, global
-rows of the matrix, columns ``0..n_0-1``), assembled once by :func:`coarse_basis` into a PETSc
-matrix with the rows of :math:`A` and all columns on the coarse rank.
+rows of the matrix, columns ``0..n_0-1``, and where one subdomain's columns end), assembled once
+by :func:`coarse_basis` into a PETSc matrix with the rows of :math:`A` and the columns on the
+coarse rank(s), each subdomain's columns on one of them.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from ..decomposition.layout import coarse_basis_matrix
+from ..decomposition.layout import (coarse_basis_matrix, coarse_owners, coarse_ranges,
+                                    set_column_groups)
 
 __all__ = ["CoarseInput", "CoarseVectors", "CoarseSpace", "Composite", "coarse_basis",
            "subdomain_columns"]
@@ -75,12 +77,16 @@ class CoarseInput:
 class CoarseVectors:
     """This rank's entries of :math:`\\Phi` in coordinate form: ``rows`` (global rows of the
     matrix, any rank's), ``cols`` (``0..n0-1``, the same numbering on every rank), ``vals``;
-    each ``(row, col)`` given once overall. ``n0`` is the global number of columns."""
+    each ``(row, col)`` given once overall. ``n0`` is the global number of columns;
+    ``breaks`` (the same on every rank, or ``None``) the column offsets where one group of
+    columns that belong together (one subdomain's) ends and the next begins, ``0`` and ``n0``
+    included; ``None``: no groups, each column its own."""
 
     rows: np.ndarray
     cols: np.ndarray
     vals: np.ndarray
     n0: int
+    breaks: np.ndarray | None = None
 
     @classmethod
     def from_rows(cls, Phi_rows: sp.spmatrix, first_row: int) -> "CoarseVectors":
@@ -90,7 +96,13 @@ class CoarseVectors:
                    int(C.shape[1]))
 
     def shifted(self, offset: int) -> "CoarseVectors":
-        return CoarseVectors(self.rows, self.cols + offset, self.vals, self.n0)
+        return CoarseVectors(self.rows, self.cols + offset, self.vals, self.n0,
+                             None if self.breaks is None else self.breaks + offset)
+
+    @property
+    def groups(self) -> np.ndarray:
+        """``breaks``, with one group per column where there are none."""
+        return np.arange(self.n0 + 1) if self.breaks is None else self.breaks
 
 
 class CoarseSpace:
@@ -178,8 +190,10 @@ class Composite(CoarseSpace):
             pieces.append(v)
             offset += v.n0
         cat = np.concatenate
+        breaks = np.unique(cat([v.groups for v in pieces])) \
+            if any(v.breaks is not None for v in pieces) else None
         return CoarseVectors(cat([v.rows for v in pieces]), cat([v.cols for v in pieces]),
-                             cat([v.vals for v in pieces]), offset)
+                             cat([v.vals for v in pieces]), offset, breaks)
 
     def describe(self) -> dict:
         return {"name": self.name, "parts": [p.describe() for p in self.parts]}
@@ -189,11 +203,22 @@ class Composite(CoarseSpace):
             p.view(viewer)
 
 
-def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int) -> PETSc.Mat:
-    r""":math:`\Phi` as a PETSc matrix: the rows of ``inp.A``, all columns on ``coarse_rank``
-    (so :math:`\Phi^Tx` lands there; collective)."""
-    return coarse_basis_matrix(inp.comm, inp.A.getLocalSize()[0], vectors.n0, vectors.rows,
-                               vectors.cols, vectors.vals, coarse_rank)
+def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int = 0,
+                 coarse_ranks: int = 1) -> PETSc.Mat:
+    r""":math:`\Phi` as a PETSc matrix: the rows of ``inp.A``, the columns in contiguous blocks on
+    ``coarse_ranks`` ranks spread evenly from ``coarse_rank``
+    (:func:`~ddlearn.decomposition.layout.coarse_owners`), cut where a subdomain's columns end
+    (``vectors.breaks``), so :math:`\Phi^Tx` lands there and each subdomain's coarse functions
+    on one rank. ``coarse_ranks = 1``: all columns on ``coarse_rank``. The column groups travel
+    with the matrix (:func:`~ddlearn.decomposition.layout.column_groups`). Collective; needs
+    ``1 <= coarse_ranks <= min(ranks, n0)``."""
+    comm = inp.comm
+    owners = coarse_owners(comm.getSize(), coarse_ranks, coarse_rank)
+    ranges = coarse_ranges(comm.getSize(), owners, vectors.n0, vectors.breaks)
+    Phi = coarse_basis_matrix(comm, inp.A.getLocalSize()[0], vectors.n0, vectors.rows,
+                              vectors.cols, vectors.vals, ranges)
+    set_column_groups(Phi, vectors.groups)
+    return Phi
 
 
 def subdomain_columns(comm, N: int, found: dict) -> CoarseVectors:
@@ -212,4 +237,4 @@ def subdomain_columns(comm, N: int, found: dict) -> CoarseVectors:
         vals.append((D[:, None] * V).ravel())
     return CoarseVectors(np.concatenate(rows).astype(np.int64),
                          np.concatenate(cols).astype(np.int64), np.concatenate(vals),
-                         int(offsets[-1]))
+                         int(offsets[-1]), np.unique(offsets).astype(np.int64))

@@ -1,54 +1,172 @@
 r"""The Galerkin coarse correction :math:`y = \Phi A_0^{-1}\Phi^T x`, :math:`A_0 = \Phi^TA\Phi`.
 
-``Phi`` is a distributed matrix with the rows of ``A`` and all :math:`n_0` columns on the coarse
-rank, so :math:`\Phi^T x` lands there, the coarse rank alone solves with its sequential
-factorisation of :math:`A_0`, and :math:`\Phi` sends the result back. Structure
-(:meth:`CoarseCorrection.__init__`: the triple product's pattern, the coarse KSP) is separate
-from values (:meth:`CoarseCorrection.update`: numeric triple product and refactorisation), so a
-matrix with new values of the same structure reuses everything but the numbers.
+``Phi`` is a distributed matrix with the rows of ``A`` and its :math:`n_0` columns on the coarse
+rank(s) (:func:`~ddlearn.classical.coarse_space.coarse_basis`), so :math:`\Phi^T x` lands there,
+only those ranks solve, and :math:`\Phi` sends the result back. Which ranks they are is read off
+``Phi``'s column ownership, so there is one source of truth:
+
+- one coarse rank: :math:`A_0` is gathered there as a sequential matrix and the coarse KSP lives
+  on ``COMM_SELF`` (default preonly + Cholesky);
+- :math:`P > 1` coarse ranks: :math:`A_0` keeps the rows ``Phi``'s columns give each of them, as a
+  parallel matrix on their sub-communicator, where the coarse KSP lives (default preonly +
+  ``PCREDUNDANT``: every coarse rank gathers :math:`A_0` and factors it, PETSc's default LU,
+  because this PETSc has no parallel direct solver, MUMPS or SuperLU_DIST; the solve stays exact,
+  so the iterations are those of one coarse rank). Any other fixed linear solver can be chosen
+  from the options, e.g. ``-ddlearn_coarse_pc_type bjacobi`` (inexact, scalable) or a nested
+  ``ddlearn.pc.TwoLevelSchwarzPC`` (a three-level method). The other ranks skip the solve.
+
+The coarse KSP's options prefix is ``{prefix}coarse_``. Structure (:meth:`CoarseCorrection.__init__`:
+the triple product's pattern, the coarse matrix and KSP) is separate from values
+(:meth:`CoarseCorrection.update`: numeric triple product, the same matrix objects refilled and
+the coarse KSP set up again), so a matrix with new values of the same structure reuses
+everything but the numbers, the coarse KSP's own structure included.
+
+The outer method sees :math:`\Phi A_0^{-1}\Phi^T` as a fixed symmetric linear map only when the
+coarse KSP is one (:attr:`CoarseCorrection.symmetric`): preonly with a symmetric PC, or Chebyshev
+or Richardson with ``-..._ksp_norm_type none`` (a fixed number of iterations). A
+tolerance-driven inner Krylov method changes with the right-hand side and needs a flexible outer
+method (fcg, fgmres, gcr).
 """
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
 from petsc4py import PETSc
 
-__all__ = ["CoarseCorrection"]
+from ..decomposition.collective import collective_check
+from ..decomposition.layout import column_groups, distributed_aij, set_column_groups
+from .timing import Stopwatch, Tally
+
+__all__ = ["CoarseCorrection", "fixed_linear"]
+
+#: inner Krylov methods that are a fixed linear map when they run a fixed number of iterations
+_FIXED_WHEN_UNNORMED = (PETSc.KSP.Type.CHEBYSHEV, PETSc.KSP.Type.RICHARDSON)
+
+
+def fixed_linear(ksp: PETSc.KSP) -> bool:
+    """Whether ``ksp`` applies a fixed symmetric linear map (what CG needs of a preconditioner):
+    preonly, or Chebyshev/Richardson without a norm (so without a convergence test, always
+    ``max_it`` iterations), with a PC that does not declare itself nonsymmetric."""
+    kind = ksp.getType()
+    fixed = kind == PETSc.KSP.Type.PREONLY or (
+        kind in _FIXED_WHEN_UNNORMED and ksp.getNormType() == PETSc.KSP.NormType.NONE)
+    pc = ksp.getPC()
+    nested = pc.getPythonContext() if pc.getType() == PETSc.PC.Type.PYTHON else None
+    return fixed and getattr(nested, "symmetric", True) is not False
+
+
+def _message(error: Exception) -> str:
+    """The readable part of an error raised inside PETSc: petsc4py wraps an exception of a
+    Python PC in a ``PETSc.Error`` whose cause carries the message."""
+    chain = []
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    ours = [str(e) for e in chain if not isinstance(e, PETSc.Error)]
+    return "; ".join(ours) if ours else str(chain[0])
 
 
 class CoarseCorrection:
-    """See the module docstring. The coarse solver is a KSP with prefix ``{prefix}coarse_``
-    (default: preonly + Cholesky), a nested PETSc object that ``-ksp_view`` shows.
+    """See the module docstring. The coarse solver is a KSP with prefix ``{prefix}coarse_``, a
+    nested PETSc object that ``-ksp_view`` shows.
 
     Parameters
     ----------
     A : PETSc.Mat
     Phi : PETSc.Mat
-        Coarse basis, rows distributed like ``A``, all columns on ``coarse_rank``.
+        Coarse basis, rows distributed like ``A``, columns on the coarse rank(s) in contiguous
+        blocks (optionally carrying its column groups, which :math:`A_0` then carries too).
+    prefix : str
+        The options prefix the coarse KSP's ``coarse_`` is appended to.
+
+    Attributes
+    ----------
+    ranks : tuple of int
+        The coarse ranks (those owning columns of ``Phi``).
+    symmetric : bool
+        Whether the coarse KSP is a fixed symmetric linear map (:func:`fixed_linear`; the same on
+        every rank).
+    solver : str
+        The coarse KSP's and PC's types, ``"preonly/cholesky"`` (every rank).
+    timing : dict
+        Set-up seconds (slowest rank): ``coarse_product_s`` (:math:`\\Phi^TA\\Phi`, and the
+        gather or copy of :math:`A_0`), ``coarse_setup_s`` (the coarse KSP's set-up:
+        factorisation, or the nested method's set-up).
+    tally : Tally
+        Seconds of the applies on this rank since the set-up (:math:`\\Phi^Tx`, coarse solve,
+        :math:`\\Phi y`).
     """
 
-    def __init__(self, A: PETSc.Mat, Phi: PETSc.Mat, coarse_rank: int = 0, prefix: str = ""):
+    def __init__(self, A: PETSc.Mat, Phi: PETSc.Mat, prefix: str = ""):
         self.Phi = Phi
         comm = A.getComm()
-        self.is_coarse = comm.getRank() == coarse_rank
+        mpi = comm.tompi4py()
+        ranges = np.asarray(Phi.getOwnershipRangesColumn(), dtype=np.int64)
+        self.ranks = tuple(int(r) for r in np.flatnonzero(np.diff(ranges))) or (0,)
+        self.is_coarse = comm.getRank() in self.ranks
+        self.ksp = self._xs = self._ys = self._rows = self.A0 = self._sub = None
+        self.symmetric, self.solver, self.tally = True, "", Tally("coarse")
+        clock = Stopwatch(comm)
         self._A0 = A.ptap(Phi)
         n0 = self._A0.getSize()[0]
-        # Only the coarse rank asks for rows, so only it receives the sequential A_0.
-        want = np.arange(n0 if self.is_coarse else 0, dtype=PETSc.IntType)
-        self._rows = PETSc.IS().createGeneral(want, comm=PETSc.COMM_SELF)
-        (self.A0,) = self._A0.createSubMatrices(self._rows)
+        if len(self.ranks) == 1:
+            # Only the coarse rank asks for rows, so only it receives the sequential A_0.
+            want = np.arange(n0 if self.is_coarse else 0, dtype=PETSc.IntType)
+            self._rows = PETSc.IS().createGeneral(want, comm=PETSc.COMM_SELF)
+            (self.A0,) = self._A0.createSubMatrices(self._rows)
+            sub = PETSc.COMM_SELF
+        else:
+            # A_0 on the coarse ranks alone, so that the coarse KSP's collectives involve them
+            # only; the others get COMM_NULL.
+            self._sub = mpi.Split(0 if self.is_coarse else MPI.UNDEFINED, comm.getRank())
+            sub = PETSc.Comm(self._sub) if self.is_coarse else None
+            if self.is_coarse:
+                self.A0 = distributed_aij(self._local_rows(), n0, np.append(
+                    ranges[list(self.ranks)], n0), sub)
+        groups = column_groups(Phi)
+        if self.A0 is not None and groups is not None:
+            set_column_groups(self.A0, groups)  # what a nested two-level PC groups by
         self.xc, self.yc = Phi.createVecRight(), Phi.createVecRight()
-        self.ksp = self._xs = self._ys = None
+        self.timing = {"coarse_product_s": clock.lap()}
+        error = None
         if self.is_coarse:
-            self.ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-            self.ksp.setOptionsPrefix(prefix + "coarse_")
-            self.ksp.setType(PETSc.KSP.Type.PREONLY)
-            self.ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
-            self.ksp.setOperators(self.A0)
-            self.ksp.setFromOptions()
-            self.ksp.setUp()
-            # Sequential views of the coarse vectors' storage (all n_0 entries are local here).
-            self._xs = PETSc.Vec().createWithArray(self.xc.getArray(), comm=PETSc.COMM_SELF)
-            self._ys = PETSc.Vec().createWithArray(self.yc.getArray(), comm=PETSc.COMM_SELF)
+            try:
+                self._coarse_solver(prefix, sub)
+            except Exception as e:  # any failure, so that it reaches every rank
+                error = (f"the coarse solver (options prefix -{prefix}coarse_, n_0 = {n0} "
+                         f"coarse unknowns on {len(self.ranks)} rank(s)) could not be set up: "
+                         f"{_message(e)}")
+        try:
+            collective_check(comm, error is None, str(error))
+        except ValueError:
+            self.destroy()  # collective, on every rank, before the error leaves
+            raise
+        self.symmetric, self.solver = mpi.bcast((self.symmetric, self.solver),
+                                                root=self.ranks[0])
+        self.timing["coarse_setup_s"] = clock.lap()
+
+    def _local_rows(self) -> sp.csr_matrix:
+        """This rank's rows of the distributed :math:`A_0` (global columns)."""
+        indptr, indices, values = self._A0.getValuesCSR()
+        return sp.csr_matrix((values, indices, indptr),
+                             shape=(len(indptr) - 1, self._A0.getSize()[1]))
+
+    def _coarse_solver(self, prefix: str, comm: PETSc.Comm) -> None:
+        self.ksp = PETSc.KSP().create(comm=comm)
+        self.ksp.setOptionsPrefix(prefix + "coarse_")
+        self.ksp.setType(PETSc.KSP.Type.PREONLY)
+        self.ksp.getPC().setType(PETSc.PC.Type.CHOLESKY if comm.getSize() == 1
+                                 else PETSc.PC.Type.REDUNDANT)
+        self.ksp.setOperators(self.A0)
+        self.ksp.setFromOptions()
+        self.ksp.setUp()
+        self.symmetric = fixed_linear(self.ksp)
+        self.solver = f"{self.ksp.getType()}/{self.ksp.getPC().getType()}"
+        # Views of the coarse vectors' storage on the coarse communicator.
+        size = (self.xc.getLocalSize(), self.xc.getSize())
+        self._xs = PETSc.Vec().createWithArray(self.xc.getArray(), size=size, comm=comm)
+        self._ys = PETSc.Vec().createWithArray(self.yc.getArray(), size=size, comm=comm)
 
     @property
     def n0(self) -> int:
@@ -56,15 +174,27 @@ class CoarseCorrection:
 
     def update(self, A: PETSc.Mat) -> None:
         r"""New values of ``A`` (same structure): numeric :math:`\Phi^TA\Phi` into the existing
-        matrices and a numeric refactorisation (collective)."""
+        matrices and the coarse KSP set up again on them: a numeric refactorisation, or a
+        values-only re-setup of a nested method (collective)."""
+        clock = Stopwatch(A.getComm())
         A.ptap(self.Phi, result=self._A0)
-        self._A0.createSubMatrices(self._rows, submats=[self.A0])
+        if self._rows is not None:
+            self._A0.createSubMatrices(self._rows, submats=[self.A0])
+        elif self.is_coarse:
+            rows = self._local_rows()
+            self.A0.setValuesCSR(rows.indptr.astype(PETSc.IntType),
+                                 rows.indices.astype(PETSc.IntType), rows.data)
+            self.A0.assemble()
+        self.timing = {"coarse_product_s": clock.lap()}
         if self.is_coarse:
             self.ksp.setOperators(self.A0)
             self.ksp.setUp()
+        self.timing["coarse_setup_s"] = clock.lap()
+        self.tally = Tally("coarse")
 
     def apply(self, x: PETSc.Vec, y: PETSc.Vec, add: bool = False) -> None:
         r"""``y = Phi A_0^{-1} Phi^T x`` (or ``y += ...`` with ``add``)."""
+        start = self.tally.start()
         self.Phi.multTranspose(x, self.xc)
         if self.is_coarse:
             self.ksp.solve(self._xs, self._ys)
@@ -72,13 +202,23 @@ class CoarseCorrection:
             self.Phi.multAdd(self.yc, y, y)
         else:
             self.Phi.mult(self.yc, y)
+        self.tally.add("coarse", start)
 
     def view(self, viewer: PETSc.Viewer) -> None:
+        """The coarse KSP, printed by the coarse ranks through a sub-viewer (collective on the
+        viewer's communicator)."""
+        sub = viewer.getSubViewer(self.ksp.getComm() if self.is_coarse else PETSc.COMM_SELF)
         if self.is_coarse:
-            self.ksp.view(viewer)
+            sub.pushASCIITab()
+            self.ksp.view(sub)
+            sub.popASCIITab()
+        viewer.restoreSubViewer(sub)
 
     def destroy(self) -> None:
         for obj in (self.ksp, self._xs, self._ys, self._rows, self._A0, self.A0, self.xc,
                     self.yc):
             if obj is not None:
                 obj.destroy()
+        if self._sub is not None and self._sub != MPI.COMM_NULL:
+            self._sub.Free()
+        self.ksp = self._xs = self._ys = self._rows = self._A0 = self.A0 = self._sub = None

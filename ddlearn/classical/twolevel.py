@@ -6,7 +6,7 @@ r"""Classical two-level additive Schwarz as the sum of its composable pieces:
 
 the one-level part a PCASM on the given subdomains (:mod:`.overlapping`, options prefix
 ``local_`` after the PC's), the coarse part a :class:`~.galerkin.CoarseCorrection` (prefix
-``coarse_``), both nested PETSc objects.
+``coarse_``, on one or several coarse ranks), both nested PETSc objects.
 
 The coarse correction :math:`Q = \Phi A_0^{-1}\Phi^T` enters in one of three forms
 (:data:`CORRECTIONS`), with :math:`M_1^{-1}` the one-level part:
@@ -23,7 +23,7 @@ from petsc4py import PETSc
 
 from .galerkin import CoarseCorrection
 from .overlapping import asm_pc
-from .timing import Stopwatch
+from .timing import Stopwatch, Tally
 
 __all__ = ["TwoLevelSchwarz", "matrix_structure", "CORRECTIONS"]
 
@@ -45,12 +45,19 @@ class TwoLevelSchwarz:
     the first call or for a matrix of another structure, and only *updates* (local and coarse
     refactorisations) when the same matrix comes back with new values.
 
+    ``timing`` holds the set-up's split, slowest rank: ``local_s`` (PCASM set-up and local
+    factorisations), ``coarse_product_s`` (:math:`\Phi^TA\Phi`), ``coarse_setup_s`` (the coarse
+    KSP's set-up: factorisation or nested method), ``coarse_s`` (their sum); and, on this rank,
+    the applies since the set-up: ``applies``, ``apply_local_s`` (the one-level part),
+    ``apply_coarse_s`` (:math:`\Phi^Tx`, coarse solve, :math:`\Phi y`); clocks only, no
+    communication in the apply (:meth:`apply_timing` reduces over the ranks).
+
     Parameters
     ----------
     subdomains : Layout or Subdomains
-        This rank's subdomains (``index_sets``, ``coarse_rank``).
+        This rank's subdomains (``index_sets``).
     Phi : PETSc.Mat or None
-        Coarse basis, rows like the matrix, all columns on the coarse rank; ``None`` for
+        Coarse basis, rows like the matrix, columns on the coarse rank(s); ``None`` for
         one-level Schwarz alone.
     variant : str
         ASM variant of the local part; ``basic`` keeps the preconditioner symmetric.
@@ -69,13 +76,32 @@ class TwoLevelSchwarz:
         self.subdomains, self.Phi, self.variant, self.prefix = subdomains, Phi, variant, prefix
         self.correction = correction
         self.local = self.coarse = self._structure = self.A = None
-        self._prefix, self.timing = prefix, {}
+        self._prefix, self._setup_s = prefix, {}
         self._work = ()
+        self._tally, self._applies = Tally("local"), 0
 
     @property
     def symmetric(self) -> bool:
-        return self.variant == "basic" and CORRECTIONS[self.correction]
+        """Symmetric local part and form, and a coarse solve that is a fixed symmetric linear
+        map (known after the set-up)."""
+        return self.variant == "basic" and CORRECTIONS[self.correction] and \
+            (self.coarse is None or self.coarse.symmetric)
 
+    @property
+    def timing(self) -> dict:
+        """The set-up split and this rank's apply split (see the class docstring)."""
+        return {**self._setup_s, **self.apply_timing()}
+
+    def apply_timing(self, comm=None) -> dict:
+        """``applies``, ``apply_local_s``, ``apply_coarse_s`` since the set-up, on this rank or
+        (``comm`` given; collective) on the slowest rank."""
+        local, coarse = self._tally, self.coarse.tally if self.coarse else Tally("coarse")
+        if comm is None:
+            seconds = {**local.seconds, **coarse.seconds}
+        else:
+            seconds = {**local.slowest(comm), **coarse.slowest(comm)}
+        return {"applies": self._applies, "apply_local_s": seconds["local"],
+                "apply_coarse_s": seconds["coarse"]}
     def same_structure(self, P: PETSc.Mat) -> bool:
         """Whether a set-up for ``P`` is a values-only *update* of the last one (the one place
         that decides it)."""
@@ -89,25 +115,25 @@ class TwoLevelSchwarz:
             self.initialize(pc, P)
 
     def initialize(self, pc: PETSc.PC, P: PETSc.Mat) -> None:
-        """Build every piece for ``P`` (collective). ``timing`` records the seconds of the
-        local part (PCASM set-up and factorisations) and the coarse part (triple product and
-        coarse factorisation), slowest rank."""
+        """Build every piece for ``P`` (collective); ``timing`` records the split."""
         self.reset(pc)
         self._prefix = (pc.getOptionsPrefix() or "") + self.prefix
         clock = Stopwatch(P.getComm())
         self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_")
-        self.timing = {"local_s": clock.lap()}
+        self._setup_s = {"local_s": clock.lap()}
         self._coarse(P)
-        self.timing["coarse_s"] = clock.lap()
         self._structure = matrix_structure(P)
 
     def _coarse(self, P: PETSc.Mat) -> None:
         if self.coarse is not None:
             self.coarse.update(P)
         elif self.Phi is not None:
-            self.coarse = CoarseCorrection(P, self.Phi, self.subdomains.coarse_rank,
-                                           self._prefix)
+            self.coarse = CoarseCorrection(P, self.Phi, self._prefix)
         self.A = P
+        split = self.coarse.timing if self.coarse is not None else \
+            {"coarse_product_s": 0.0, "coarse_setup_s": 0.0}
+        self._setup_s.update(split, coarse_s=sum(split.values()))
+        self._tally, self._applies = Tally("local"), 0
         if self.coarse is not None and self.correction != "additive" and not self._work:
             self._work = tuple(P.createVecLeft() for _ in range(3))
 
@@ -124,12 +150,19 @@ class TwoLevelSchwarz:
         self.local.setOperators(P, P)
         self.local.setUp()
         self.local.setUpOnBlocks()
-        self.timing = {"local_s": clock.lap()}
+        self._setup_s = {"local_s": clock.lap()}
         self._coarse(P)
-        self.timing["coarse_s"] = clock.lap()
 
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:
-        self._apply(x, y, self.local.apply)
+        self._apply(x, y, self._timed(self.local.apply))
+
+    def _timed(self, one_level):
+        """``one_level`` with its seconds added to the local part of the apply."""
+        def timed(x, y):
+            start = self._tally.start()
+            one_level(x, y)
+            self._tally.add("local", start)
+        return timed
 
     def applyTranspose(self, pc, x, y):
         if self.correction == "deflated" and self.coarse is not None:
@@ -142,9 +175,10 @@ class TwoLevelSchwarz:
             y.axpy(1.0, z)
             y.axpy(-1.0, q)
             return
-        self._apply(x, y, self.local.applyTranspose)
+        self._apply(x, y, self._timed(self.local.applyTranspose))
 
     def _apply(self, x: PETSc.Vec, y: PETSc.Vec, one_level) -> None:
+        self._applies += 1
         if self.coarse is None:
             one_level(x, y)
         elif self.correction == "additive":
@@ -165,23 +199,25 @@ class TwoLevelSchwarz:
     def view(self, pc: PETSc.PC, viewer: PETSc.Viewer) -> None:
         s = self.subdomains
         n0 = self.Phi.getSize()[1] if self.Phi is not None else 0
+        ranks = _ranks_text(self.coarse.ranks) if self.coarse is not None else "-"
         viewer.printfASCII(f"  two-level Schwarz, {self.correction} coarse correction: N = {s.N} "
-                           f"subdomains, overlap {s.overlap}, n_0 = {n0} coarse functions on rank "
-                           f"{s.coarse_rank}, local variant {self.variant}\n")
+                           f"subdomains, overlap {s.overlap}, n_0 = {n0} coarse functions on "
+                           f"{ranks}, local variant {self.variant}\n")
         if self.local is None:
             return
+        t, a = self._setup_s, self.apply_timing(self.A.getComm())
+        viewer.printfASCII(f"  set-up (s, slowest rank): local {t['local_s']:.3g}, coarse "
+                           f"product {t['coarse_product_s']:.3g}, coarse set-up "
+                           f"{t['coarse_setup_s']:.3g}; {a['applies']} applies (s, slowest "
+                           f"rank): local {a['apply_local_s']:.3g}, coarse "
+                           f"{a['apply_coarse_s']:.3g}\n")
         viewer.printfASCII("  overlapping (one-level) part:\n")
         viewer.pushASCIITab()
         self.local.view(viewer)
         viewer.popASCIITab()
         if self.coarse is not None:
-            viewer.printfASCII(f"  Galerkin coarse solver (rank {s.coarse_rank}):\n")
-            sub = viewer.getSubViewer(PETSc.COMM_SELF)
-            if self.coarse.is_coarse:
-                sub.pushASCIITab()
-                self.coarse.view(sub)
-                sub.popASCIITab()
-            viewer.restoreSubViewer(sub)
+            viewer.printfASCII(f"  Galerkin coarse solver ({ranks}):\n")
+            self.coarse.view(viewer)
 
     def destroy(self, pc: PETSc.PC) -> None:
         # Collective: release PETSc objects now, not in rank-dependent garbage-collection order.
@@ -196,3 +232,8 @@ class TwoLevelSchwarz:
             v.destroy()
         self.local = self.coarse = self._structure = self.A = None
         self._work = ()
+
+
+def _ranks_text(ranks) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else \
+        f"{len(ranks)} ranks ({', '.join(map(str, ranks))})"

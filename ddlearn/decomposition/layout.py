@@ -3,8 +3,8 @@ r"""How a :class:`~ddlearn.decomposition.Decomposition` lives on MPI ranks as PE
 Rank ``r`` owns the subdomains :func:`~ddlearn.decomposition.assign_ranks` gives it. Unknowns are
 numbered in the *PETSc ordering* (subdomain by subdomain, see ``Decomposition.perm``), so rank
 ``r`` owns the contiguous block of rows that is the union of its subdomains' non-overlapping sets:
-overlap is the only thing that crosses ranks. Coarse vectors (length :math:`n_0`) live entirely on
-the coarse rank.
+overlap is the only thing that crosses ranks. Coarse vectors (length :math:`n_0`) live on the
+coarse rank, or in contiguous blocks on the coarse ranks (:func:`coarse_ranges`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from petsc4py import PETSc
 from .structured import Decomposition
 
 __all__ = ["Layout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
-           "coarse_ranges"]
+           "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
+           "COLUMN_GROUPS"]
 
 
 def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:
@@ -50,14 +51,14 @@ def sequential_aij(S: sp.spmatrix) -> PETSc.Mat:
 
 
 def coarse_basis_matrix(comm, nlocal_rows: int, n0: int, rows, cols, vals,
-                        coarse_rank: int = 0) -> PETSc.Mat:
-    r"""A coarse basis :math:`\Phi` (rows distributed with ``nlocal_rows`` here, all ``n0``
-    columns on ``coarse_rank``) from this rank's entries in coordinate form; rows may belong to
-    other ranks (PETSc's COO assembly sends them), each ``(row, col)`` given once overall
-    (collective)."""
-    n0_local = n0 if comm.getRank() == coarse_rank else 0
+                        col_ranges) -> PETSc.Mat:
+    r"""A coarse basis :math:`\Phi` (rows distributed with ``nlocal_rows`` here, columns owned
+    as ``col_ranges`` says, see :func:`coarse_ranges`) from this rank's entries in coordinate
+    form; rows may belong to other ranks (PETSc's COO assembly sends them), each ``(row, col)``
+    given once overall (collective)."""
+    rank = comm.getRank()
     M = PETSc.Mat().create(comm=comm)
-    M.setSizes(((nlocal_rows, None), (n0_local, n0)))
+    M.setSizes(((nlocal_rows, None), (int(col_ranges[rank + 1] - col_ranges[rank]), n0)))
     M.setType(PETSc.Mat.Type.AIJ)
     M.setPreallocationCOO(np.asarray(rows, dtype=PETSc.IntType),
                           np.asarray(cols, dtype=PETSc.IntType))
@@ -66,11 +67,55 @@ def coarse_basis_matrix(comm, nlocal_rows: int, n0: int, rows, cols, vals,
     return M
 
 
-def coarse_ranges(size: int, coarse_rank: int, n0: int) -> np.ndarray:
-    """Ownership of a length-``n0`` coarse vector on ``size`` ranks: all on ``coarse_rank``."""
+def coarse_owners(size: int, count: int = 1, first: int = 0) -> np.ndarray:
+    r"""The ``count`` ranks of a ``size``-rank communicator that own the coarse problem, spread
+    evenly from ``first``: :math:`(\text{first} + \lfloor j\,\text{size}/\text{count}
+    \rfloor) \bmod \text{size}`, :math:`j = 0..\text{count}-1`, sorted. Spread rather than the
+    first ``count``: MPI launchers fill nodes and sockets rank by rank, so spread ranks bring
+    ``count`` memory buses to the coarse solve instead of sharing one; ``count = 1`` is the
+    single coarse rank ``first``."""
+    return np.sort((first + np.arange(count) * size // count) % size).astype(np.int64)
+
+
+def coarse_ranges(size: int, owners, n0: int, breaks=None) -> np.ndarray:
+    r"""Ownership offsets (one per rank, plus the end) of a length-``n0`` coarse vector split
+    into contiguous blocks over the ranks ``owners`` (an int: one rank) in rank order, the
+    others owning nothing. Block :math:`j` ends at the allowed cut nearest to
+    :math:`(j+1)\,n_0/P`; ``breaks`` (sorted column offsets, from 0 to ``n0``) are the allowed
+    cuts, e.g. where one subdomain's coarse functions end, so that a subdomain's functions stay
+    on one rank; ``None``: anywhere. With fewer groups than owners the cuts fall anywhere.
+    Needs ``n0 >= len(owners)``."""
+    owners = np.atleast_1d(np.asarray(owners, dtype=np.int64))
+    P = len(owners)
+    cuts = np.arange(n0 + 1) if breaks is None or len(breaks) <= P else np.asarray(breaks)
+    ends = [0]
+    for j in range(1, P):
+        # the cut nearest the even share that leaves at least one cut for each later block
+        allowed = cuts[(cuts > ends[-1]) & (cuts <= cuts[-1 - (P - j)])]
+        ends.append(int(allowed[np.argmin(np.abs(allowed - j * n0 / P))]))
+    ends.append(n0)
     sizes = np.zeros(size, dtype=np.int64)
-    sizes[coarse_rank] = n0
+    sizes[owners] = np.diff(ends)
     return np.concatenate([[0], np.cumsum(sizes)])
+
+
+#: name under which a coarse basis (and the coarse matrix built on it) carries its column groups
+COLUMN_GROUPS = "ddlearn_column_groups"
+
+
+def set_column_groups(M: PETSc.Mat, breaks) -> None:
+    """Attach to ``M`` the offsets where its column groups start and end (the same array on
+    every rank; one group per subdomain's coarse functions)."""
+    iset = PETSc.IS().createGeneral(np.asarray(breaks).astype(PETSc.IntType),
+                                    comm=PETSc.COMM_SELF)
+    M.compose(COLUMN_GROUPS, iset)
+    iset.destroy()
+
+
+def column_groups(M: PETSc.Mat) -> np.ndarray | None:
+    """The group offsets :func:`set_column_groups` attached to ``M``, or ``None``."""
+    iset = M.query(COLUMN_GROUPS)
+    return None if iset is None else iset.getIndices().astype(np.int64)
 
 
 class Layout:

@@ -1,0 +1,151 @@
+"""The coarse problem at scale: one coarse rank (sequential Cholesky) against the coarse problem
+distributed over P ranks (``-ddlearn_coarse_ranks``) with an exact coarse solve
+(``PCREDUNDANT``, the default, or ``PCTELESCOPE`` onto one rank with Cholesky) and against a
+three-level method (the coarse problem solved by ddlearn's two-level PC, nested prefixes,
+Nicolaides on the third level, its subdomains groups of fine subdomains' coarse functions).
+
+2D ``random_channels`` of contrast 1e6, box subdomains of 32² unknowns, natural ordering,
+PETSc's rows, coordinates attached, b = 1, CG to rtol 1e-8 on the unpreconditioned residual;
+Nicolaides and spectral (k = 8) on the fine level. Recorded: iterations, set-up and solve
+(slowest rank), the PC's set-up split (local factorisations, coarse triple product, coarse
+set-up) and apply split (local part, coarse part: Phi^T x, coarse solve, Phi y), slowest rank::
+
+    mpiexec -n 4 python benchmarks/coarse_solve.py [--sizes 256 1024] [--out FILE]
+    python benchmarks/coarse_solve.py --summary benchmarks/results/coarse_solve.json
+
+One run on oversubscribed cores: compare configurations of one run (ratios), not seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import petsc4py
+
+petsc4py.init([])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from coarse_spaces import natural_matrix  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "coarse_solve.json")
+SPACES = {"nicolaides": {"coarse_space": "nicolaides"},
+          "spectral": {"coarse_space": "spectral", "spectral_nev": 8}}
+
+
+def configurations(N: int, size: int) -> dict:
+    nested = {"coarse_ksp_type": "preonly", "coarse_pc_type": "python",
+              "coarse_pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
+              "coarse_ddlearn_coarse_space": "nicolaides"}
+    return {
+        "P=1 cholesky": {},
+        f"P={size} redundant": {"coarse_ranks": size},
+        f"P={size} telescope": {"coarse_ranks": size, "coarse_pc_type": "telescope",
+                                "coarse_pc_telescope_reduction_factor": size,
+                                "coarse_telescope_pc_type": "cholesky"},
+        **{f"3-level N_c={N // d}": {"coarse_ranks": size, **nested,
+                                     "coarse_ddlearn_subdomains": N // d} for d in (16, 8)},
+    }
+
+
+def run(A, b, prefix: str, settings: dict) -> dict:
+    """One CG solve with the PC from the options database under ``prefix``."""
+    opts = PETSc.Options()
+    values = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
+              **{f"ddlearn_{k}": v for k, v in settings.items()}}
+    for k, v in values.items():
+        opts.setValue(prefix + k, str(v))
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOptionsPrefix(prefix)
+    ksp.setOperators(A)
+    ksp.setType("cg")
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=3000)
+    ksp.setFromOptions()
+    x = b.duplicate()
+    COMM.Barrier()
+    t = time.perf_counter()
+    ksp.setUp()
+    COMM.Barrier()
+    setup_s = time.perf_counter() - t
+    ksp.solve(b, x)
+    COMM.Barrier()
+    solve_s = time.perf_counter() - t - setup_s
+    ctx = ksp.getPC().getPythonContext()
+    coarse = ctx.two_level.coarse
+    split = {k: COMM.allreduce(v, op=MPI.MAX) for k, v in ctx.timing.items()}
+    nested = None
+    if coarse.is_coarse and coarse.ksp.getPC().getType() == "python":
+        inner = coarse.ksp.getPC().getPythonContext()
+        nested = {"n0": inner.meta["n0"], "N": inner.subdomains.N, **inner.timing}
+    nested = COMM.bcast(nested, root=coarse.ranks[0])
+    out = {"iterations": ksp.getIterationNumber(), "converged": ksp.getConvergedReason() > 0,
+           "setup_s": setup_s, "solve_s": solve_s, "n0": ctx.meta["n0"],
+           "coarse_ranks": ctx.meta["coarse_ranks"], "coarse_solver": ctx.meta["coarse_solver"],
+           "split": split, "nested": nested}
+    ksp.destroy(), x.destroy()
+    for k in values:
+        opts.delValue(prefix + k)
+    return out
+
+
+def summary(path: str) -> str:
+    with open(path) as f:
+        data = json.load(f)
+    lines = [f"2D random_channels 1e6, 32² per subdomain, {data['ranks']} ranks",
+             "| N | fine space | coarse solve | n0 | its | its / P=1 | set-up local / triple "
+             "product / coarse set-up (s) | apply local / coarse (s) | coarse share |",
+             "|---:|---|---|---:|---:|---:|---|---|---:|"]
+    for r in data["runs"]:
+        base = next(q for q in data["runs"] if q["N"] == r["N"] and q["space"] == r["space"]
+                    and q["config"] == "P=1 cholesky")
+        s = r["split"]
+        share = s["apply_coarse_s"] / (s["apply_local_s"] + s["apply_coarse_s"])
+        lines.append(f"| {r['N']} | {r['space']} | {r['config']} | {r['n0']} | "
+                     f"{r['iterations']} | {r['iterations'] / base['iterations']:.2f} | "
+                     f"{s['local_s']:.2f} / {s['coarse_product_s']:.2f} / "
+                     f"{s['coarse_setup_s']:.2f} | {s['apply_local_s']:.2f} / "
+                     f"{s['apply_coarse_s']:.2f} | {100 * share:.0f} % |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256])
+    ap.add_argument("--spaces", nargs="+", default=list(SPACES))
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--summary")
+    args = ap.parse_args()
+    if args.summary:
+        print(summary(args.summary))
+        return
+    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "runs": []}
+    for N in args.sizes:
+        k = int(round(N ** 0.5))
+        problem = make_problem("random_channels", 32 * k, contrast=1e6)
+        A = natural_matrix(problem)
+        b = A.createVecLeft()
+        b.set(1.0)
+        for space in args.spaces:
+            for j, (name, config) in enumerate(configurations(N, COMM.Get_size()).items()):
+                r = run(A, b, f"c{N}{space}{j}_", {"subdomains": N, **SPACES[space], **config})
+                r.update(N=N, n=problem.n, space=space, config=name)
+                data["runs"].append(r)
+                if COMM.rank == 0:
+                    print(N, space, name, r["iterations"], {k: round(v, 3) for k, v in
+                                                            r["split"].items()}, flush=True)
+                    atomic_write_json(args.out, data)
+        A.destroy(), b.destroy()
+    if COMM.rank == 0:
+        print(summary(args.out))
+
+
+if __name__ == "__main__":
+    main()
