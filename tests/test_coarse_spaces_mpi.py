@@ -33,8 +33,10 @@ def _reference(As, sets, Phi):
 def test_spectral_equals_dense_reference(eigensolver):
     n, N, nev = 23, 9, 3
     A = client_matrix(n, 1e6)
+    # reference.spectral_basis is the Neumann pencil (the Dirichlet one: test_spectral_pencil)
     pc = pc_from_options(A, f"sp_{eigensolver}_", pc=PC, subdomains=N, coarse_space="spectral",
-                         spectral_nev=nev, spectral_eigensolver=eigensolver)
+                         spectral_nev=nev, spectral_eigensolver=eigensolver,
+                         spectral_pencil="neumann")
     ctx = pc.getPythonContext()
     sets, weights = _gathered_sets(ctx)
     As = gathered_csr(A)

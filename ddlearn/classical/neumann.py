@@ -25,8 +25,8 @@ from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
 
-__all__ = ["neumann_matrices", "algebraic_neumann", "regularised_pencil", "is_semidefinite",
-           "interior_partition_of_unity",
+__all__ = ["neumann_matrices", "algebraic_neumann", "dirichlet_blocks", "regularised_pencil",
+           "is_semidefinite", "interior_partition_of_unity", "boolean_partition_of_unity",
            "REGULARISATION", "SEMIDEFINITE_TOL"]
 
 #: relative diagonal shift of the Neumann matrix on the right-hand side of the pencil
@@ -44,53 +44,67 @@ def _abs_offdiagonal_sums(A: PETSc.Mat) -> PETSc.Vec:
     return t
 
 
-def algebraic_neumann(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
-    r"""The algebraic :math:`A_i^N` of this rank's subdomains (scipy, local numbering = sorted
-    :math:`I_i`; collective)."""
+def dirichlet_blocks(A: PETSc.Mat, subdomains) -> list[sp.csr_matrix]:
+    r"""The assembled overlapping blocks :math:`A_i = R_iAR_i^T` of this rank's subdomains
+    (scipy, local numbering = sorted :math:`I_i`; collective)."""
     sets = subdomains.index_sets(True)
     blocks = A.createSubMatrices(sets, sets) if sets else []
-    t = _abs_offdiagonal_sums(A)
-    outside_all = subdomains.gather(t)
-    t.destroy()
-    for s in sets:
-        s.destroy()
     out = []
-    for block, outside in zip(blocks, outside_all):
-        Ai = sp.csr_matrix(block.getValuesCSR()[::-1], shape=block.getSize())
-        block.destroy()
-        inside = np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal())
-        out.append((Ai - sp.diags(outside - inside)).tocsr())
+    for s, block in zip(sets, blocks):
+        out.append(sp.csr_matrix(block.getValuesCSR()[::-1], shape=block.getSize()))
+        block.destroy(), s.destroy()
     return out
 
 
-def interior_partition_of_unity(A: PETSc.Mat, subdomains) -> list[np.ndarray]:
+def _leaving(A: PETSc.Mat, subdomains, blocks):
+    r"""``(leaving, totals)`` per subdomain: :math:`\sum_{j\notin I_i}|a_{kj}|` and
+    :math:`\sum_{j\ne k}|a_{kj}|` for :math:`k \in I_i`, the size of the couplings that leave
+    the subdomain and of all of them, row by row (collective)."""
+    t = _abs_offdiagonal_sums(A)
+    totals = subdomains.gather(t)
+    t.destroy()
+    return [total - (np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal()))
+            for total, Ai in zip(totals, blocks)], totals
+
+
+def algebraic_neumann(A: PETSc.Mat, subdomains, blocks=None) -> list[sp.csr_matrix]:
+    r"""The algebraic :math:`A_i^N` of this rank's subdomains (scipy, local numbering = sorted
+    :math:`I_i`; collective); ``blocks``: their :func:`dirichlet_blocks`, if already at hand."""
+    blocks = dirichlet_blocks(A, subdomains) if blocks is None else blocks
+    return [(Ai - sp.diags(out)).tocsr()
+            for Ai, out in zip(blocks, _leaving(A, subdomains, blocks)[0])]
+
+
+def interior_partition_of_unity(A: PETSc.Mat, subdomains, blocks=None) -> list[np.ndarray]:
     r"""A partition of unity that vanishes on each subdomain's boundary rows (the rows with a
     coupling leaving :math:`I_i`): :math:`D_i = \chi_i / \sum_j R_jR_j^T\chi_j`, :math:`\chi_i`
     the indicator of :math:`I_i`'s interior. With the exact (auxiliary) Neumann matrices this is
     GenEO's: a coarse vector :math:`R_i^TD_iv` then does not reach the elements outside the
     subdomain, whose energy :math:`A_i^N` does not see (collective)."""
-    sets = subdomains.index_sets(True)
-    blocks = A.createSubMatrices(sets, sets) if sets else []
-    t = _abs_offdiagonal_sums(A)
-    totals = subdomains.gather(t)
-    t.destroy()
-    chis = []
-    for s, block, total in zip(sets, blocks, totals):
-        Ai = sp.csr_matrix(block.getValuesCSR()[::-1], shape=block.getSize())
-        inside = np.asarray(abs(Ai).sum(axis=1)).ravel() - np.abs(Ai.diagonal())
-        chis.append((total - inside <= 1e-12 * np.maximum(total, 1e-300)).astype(np.float64))
-        block.destroy(), s.destroy()
+    blocks = dirichlet_blocks(A, subdomains) if blocks is None else blocks
+    chis = [(out <= 1e-12 * np.maximum(total, 1e-300)).astype(np.float64)
+            for out, total in zip(*_leaving(A, subdomains, blocks))]
     counts = subdomains.summed(A, chis)
     return [np.where(c > 0, chi / np.where(c > 0, c, 1.0), 0.0) for chi, c in zip(chis, counts)]
 
 
-def regularised_pencil(AN: sp.csr_matrix, D: np.ndarray):
-    r"""``(B, M)`` = :math:`(D A^N D,\ A^N + \varepsilon\,\mathrm{diag} A^N)`: the pencil
+def boolean_partition_of_unity(subdomains) -> list[np.ndarray]:
+    r"""The Boolean partition of unity: :math:`D_i` is 1 on the rows of :math:`I_i` that
+    subdomain :math:`i` owns (its non-overlapping part) and 0 on its overlap, so
+    :math:`\sum_i R_i^TD_iR_i = I` with every row counted once. Zero on the overlap, it is also
+    zero on the subdomain's boundary rows whenever the overlap is at least one layer."""
+    return [np.isin(I, O).astype(np.float64)
+            for I, O in zip(subdomains.overlapping, subdomains.owned)]
+
+
+def regularised_pencil(AN: sp.csr_matrix, D: np.ndarray, right: sp.csr_matrix | None = None):
+    r"""``(B, M)`` = :math:`(D A^R D,\ A^N + \varepsilon\,\mathrm{diag} A^N)`: the pencil
     :math:`Bv = \mu Mv` whose largest :math:`\mu` are the smallest :math:`\lambda = 1/\mu` of
-    :math:`A^Nv = \lambda DA^NDv`. The shift is relative to each row's own diagonal: one
-    relative to the largest entry is invisible in a high-coefficient region and swamps a low
-    one at contrast 1e8."""
-    return ((sp.diags(D) @ AN @ sp.diags(D)).tocsr(),
+    :math:`A^Nv = \lambda DA^RDv`, :math:`A^R` = ``right`` (default :math:`A^N`). The shift is
+    relative to each row's own diagonal: one relative to the largest entry is invisible in a
+    high-coefficient region and swamps a low one at contrast 1e8."""
+    right = AN if right is None else right
+    return ((sp.diags(D) @ right @ sp.diags(D)).tocsr(),
             (AN + sp.diags(REGULARISATION * np.abs(AN.diagonal()))).tocsr())
 
 
@@ -123,12 +137,13 @@ def is_semidefinite(AN: sp.csr_matrix) -> bool:
 
 
 def neumann_matrices(A: PETSc.Mat, subdomains, auxiliary=None,
-                     what: str = "this coarse space") -> list[sp.csr_matrix]:
+                     what: str = "this coarse space", blocks=None) -> list[sp.csr_matrix]:
     r"""The local Neumann matrices of this rank's subdomains: the user's ``auxiliary``
-    matrices (already in the sorted order of :math:`I_i`) or, without them, the algebraic ones,
-    refused on every rank when one of them is indefinite (collective)."""
+    matrices (already in the sorted order of :math:`I_i`) or, without them, the algebraic ones
+    (from ``blocks``, the :func:`dirichlet_blocks`, when given), refused on every rank when one
+    of them is indefinite (collective)."""
     comm = A.getComm()
-    ANs = auxiliary if auxiliary is not None else algebraic_neumann(A, subdomains)
+    ANs = auxiliary if auxiliary is not None else algebraic_neumann(A, subdomains, blocks)
     bad = [int(i) for i, a in zip(subdomains.ids, ANs) if not np.all(np.isfinite(a.data))]
     collective_check(comm, not bad, f"the local matrices of subdomain(s) {bad[:8]} have "
                      f"non-finite entries: check the matrix (a NaN or infinite coefficient)")

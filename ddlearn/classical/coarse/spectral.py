@@ -1,23 +1,51 @@
 r"""GenEO-type spectral coarse space on overlapping subdomains.
 
 Per subdomain :math:`i` the generalized eigenproblem between the local Neumann matrix
-(:mod:`ddlearn.classical.neumann`: the user's auxiliary matrix, or the algebraic one) and its
-partition-of-unity-weighted counterpart,
+:math:`A_i^N` (:mod:`ddlearn.classical.neumann`: the user's auxiliary matrix, or the algebraic
+one) on the left and a partition-of-unity-weighted matrix on the right,
 
-.. math:: A_i^N v = \lambda\, D_i A_i^N D_i\, v,
+.. math:: A_i^N v = \lambda\, D_i A_i^R D_i\, v, \qquad
+          A_i^R = \begin{cases} A_i^N & \text{pencil } \mathtt{neumann} \\
+                                A_i = R_iAR_i^T & \text{pencil } \mathtt{dirichlet}
+                  \end{cases}
 
-and the eigenvectors of the smallest :math:`\lambda` (the ``nev`` smallest, or those below a
-threshold :math:`\tau`) give coarse vectors :math:`R_i^T D_i v`. CG iterations of the two-level
-method then grow like :math:`\sqrt{1/\lambda_{k+1}}` however high the contrast.
+(the Dirichlet pencil is the one of PETSc's algebraic GenEO, ``PCHPDDM`` with
+``-pc_hpddm_block_splitting``), and the eigenvectors of the smallest :math:`\lambda` (the
+``nev`` smallest, or those below a threshold :math:`\tau`) give coarse vectors
+:math:`R_i^T D_i v`. CG iterations of the two-level method then grow like
+:math:`\sqrt{1/\lambda_{k+1}}` however high the contrast.
+
+The partition of unity :math:`D_i` (:math:`\sum_i R_i^TD_iR_i = I`) is one of
+
+- ``multiplicity``: :math:`1/m_j`, :math:`m_j` the number of subdomains holding row :math:`j`;
+- ``boolean``: 1 on the rows subdomain :math:`i` owns, 0 on its overlap (PCHPDDM's);
+- ``interior``: :math:`\chi_i/\sum_j\chi_j`, zero on the subdomain's boundary rows (GenEO's with
+  exact Neumann matrices);
+- ``auto``: ``interior`` with the user's Neumann matrices, ``multiplicity`` without.
+
+With the ``boolean`` one the coarse vectors do not overlap, and :math:`D_iA_i^RD_i` is the
+block of the owned rows whichever the pencil (they differ only on the boundary rows).
 
 *Solve*: both sides may be singular (a floating subdomain), so the pencil is solved as
-:math:`D_iA_i^ND_i v = \mu (A_i^N + \varepsilon\,\mathrm{diag}\,A_i^N) v` for the largest
+:math:`D_iA_i^RD_i v = \mu (A_i^N + \varepsilon\,\mathrm{diag}\,A_i^N) v` for the largest
 :math:`\mu` (:math:`\lambda \approx 1/\mu`; :func:`~ddlearn.classical.neumann.regularised_pencil`).
 With SLEPc (Krylov–Schur, the shift spectral transform factoring the right-hand matrix once by
 Cholesky) on ``COMM_SELF`` per subdomain, or scipy's ARPACK with the same factorisation.
 
 Options (``-<prefix>ddlearn_spectral_``): ``nev k`` (default 8), ``threshold tau`` (default 0:
-all ``nev``), ``eigensolver {slepc,scipy}``, ``tol``, and SLEPc's own under ``eps_``.
+all ``nev``), ``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
+{auto,multiplicity,boolean,interior}`` (default auto), ``eigensolver {slepc,scipy}``, ``tol``,
+and SLEPc's own under ``eps_``.
+
+*Why the Dirichlet pencil by default*: the two pencils differ only on the subdomain's boundary
+rows, where :math:`A_i - A_i^N` holds the couplings that leave it. With the Neumann matrix on
+both sides and the multiplicity weights, a subdomain whose rows all lie in two subdomains (a
+slab two layers thick with overlap 1, PETSc's row blocks of a 3D grid) has :math:`D_i \equiv
+1/2` and :math:`A^N v = 4\,D A^N D v` for every :math:`v`: the eigenvectors are arbitrary.
+Measured (``benchmarks/geneo_reference.py``, 32³, contrast 1e6, 16 subdomains, k = 8, additive):
+row-block slabs 125 → 22 CG iterations (inclusions) and 41 → 23 (layered channels), RCB boxes
+24 → 21 and 28 → 21; 2D channels 255², N = 64 boxes: 40.7 → 31.0. With the ``boolean`` or
+``interior`` weights, zero on the boundary rows, both pencils are the same.
 """
 from __future__ import annotations
 
@@ -32,31 +60,48 @@ from slepc4py import SLEPc
 from ...decomposition.collective import collective_check
 from ...decomposition.layout import sequential_aij
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
-from ..neumann import interior_partition_of_unity, neumann_matrices, regularised_pencil
+from ..neumann import (boolean_partition_of_unity, dirichlet_blocks, interior_partition_of_unity,
+                       neumann_matrices, regularised_pencil)
 
-__all__ = ["EIGENSOLVERS", "SpectralSettings", "local_eigenvectors", "Spectral"]
+__all__ = ["EIGENSOLVERS", "PENCILS", "PARTITIONS_OF_UNITY", "SpectralSettings",
+           "local_eigenvectors", "Spectral"]
 
 EIGENSOLVERS = ("slepc", "scipy")
+#: the matrix :math:`A_i^R` weighted on the right of the pencil
+PENCILS = ("neumann", "dirichlet")
+PARTITIONS_OF_UNITY = ("auto", "multiplicity", "boolean", "interior")
 
 
 class SpectralSettings:
     """``nev`` eigenvectors per subdomain at most; with ``threshold`` > 0 only those with
-    :math:`\\lambda < \\tau` among them; ``tol`` of the eigensolver."""
+    :math:`\\lambda < \\tau` among them; the ``pencil``'s right-hand matrix
+    (:data:`PENCILS`), the ``partition_of_unity`` (:data:`PARTITIONS_OF_UNITY`); ``tol`` of the
+    eigensolver."""
 
     def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
-                 tol: float = 1e-10):
+                 tol: float = 1e-10, pencil: str = "dirichlet", partition_of_unity: str = "auto"):
         if int(nev) != nev or nev < 1:
             raise ValueError(f"-ddlearn_spectral_nev must be a positive integer, got {nev!r}")
         if threshold < 0:
             raise ValueError(f"-ddlearn_spectral_threshold must be positive (or 0 for 'the nev "
                              f"smallest'), got {threshold!r}")
-        if eigensolver not in EIGENSOLVERS:
-            raise ValueError(f"unknown -ddlearn_spectral_eigensolver {eigensolver!r}; choose one "
-                             f"of {', '.join(EIGENSOLVERS)}")
+        for what, value, choices in (("eigensolver", eigensolver, EIGENSOLVERS),
+                                     ("pencil", pencil, PENCILS),
+                                     ("partition_of_unity", partition_of_unity,
+                                      PARTITIONS_OF_UNITY)):
+            if value not in choices:
+                raise ValueError(f"unknown -ddlearn_spectral_{what} {value!r}; choose one of "
+                                 f"{', '.join(choices)}")
         self.nev, self.threshold, self.eigensolver, self.tol = int(nev), threshold, eigensolver, tol
+        self.pencil, self.partition_of_unity = pencil, partition_of_unity
+
+    def with_eigensolver(self, eigensolver: str) -> "SpectralSettings":
+        return SpectralSettings(self.nev, self.threshold, eigensolver, self.tol, self.pencil,
+                                self.partition_of_unity)
 
     def describe(self) -> dict:
-        return {"nev": self.nev, "threshold": self.threshold, "eigensolver": self.eigensolver}
+        return {"nev": self.nev, "threshold": self.threshold, "eigensolver": self.eigensolver,
+                "pencil": self.pencil, "partition_of_unity": self.partition_of_unity}
 
 
 def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str):
@@ -98,11 +143,12 @@ def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
 
 
 def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
-                       prefix: str = "ddlearn_spectral_"):
-    r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^ND v`, smallest
-    first, ``V`` with :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with
-    ``prefix`` (``-{prefix}eps_max_it``, ...)."""
-    B, M = regularised_pencil(AN, D)
+                       prefix: str = "ddlearn_spectral_", right: sp.csr_matrix | None = None):
+    r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^RD v`
+    (:math:`A^R` = ``right``, default :math:`A^N`), smallest first, ``V`` with
+    :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with ``prefix``
+    (``-{prefix}eps_max_it``, ...)."""
+    B, M = regularised_pencil(AN, D, right)
     nev = min(settings.nev, AN.shape[0])
     solve = _slepc if settings.eigensolver == "slepc" else _scipy
     mu, V = solve(B, M, nev, settings.tol, prefix)
@@ -118,9 +164,10 @@ class Spectral(CoarseSpace):
     value_dependent = True
 
     def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
-                 tol: float = 1e-10):
+                 tol: float = 1e-10, pencil: str = "dirichlet", partition_of_unity: str = "auto"):
         super().__init__()
-        self.settings = SpectralSettings(nev, threshold, eigensolver, tol)
+        self.settings = SpectralSettings(nev, threshold, eigensolver, tol, pencil,
+                                         partition_of_unity)
         self._prefix = "ddlearn_spectral_"
 
     def set_from_options(self, prefix: str) -> None:
@@ -130,7 +177,10 @@ class Spectral(CoarseSpace):
         self.settings = SpectralSettings(opts.getInt("nev", s.nev),
                                          opts.getReal("threshold", s.threshold),
                                          opts.getString("eigensolver", s.eigensolver),
-                                         opts.getReal("tol", s.tol))
+                                         opts.getReal("tol", s.tol),
+                                         opts.getString("pencil", s.pencil),
+                                         opts.getString("partition_of_unity",
+                                                        s.partition_of_unity))
 
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
         r"""The coarse vectors :math:`R_i^TD_iv` (collective). A subdomain whose eigensolve did
@@ -138,13 +188,20 @@ class Spectral(CoarseSpace):
         partial coarse space."""
         comm, s, settings = inp.comm, inp.subdomains, self.settings
         found, problems = {}, []
-        ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space")
-        # exact Neumann matrices: GenEO's partition of unity, zero on the subdomain boundary
-        weights = s.weights if inp.auxiliary is None else interior_partition_of_unity(inp.A, s)
+        blocks = dirichlet_blocks(inp.A, s)
+        ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space", blocks)
+        rights = blocks if settings.pencil == "dirichlet" else ANs
+        unity = settings.partition_of_unity
+        if unity == "auto":
+            # exact Neumann matrices: GenEO's partition of unity, zero on the subdomain boundary
+            unity = "interior" if inp.auxiliary is not None else "multiplicity"
+        weights = {"multiplicity": lambda: s.weights,
+                   "boolean": lambda: boolean_partition_of_unity(s),
+                   "interior": lambda: interior_partition_of_unity(inp.A, s, blocks)}[unity]()
         fallbacks = 0
-        for i, I, D, AN in zip(s.ids, s.overlapping, weights, ANs):
+        for i, I, D, AN, AR in zip(s.ids, s.overlapping, weights, ANs, rights):
             try:
-                lam, V = local_eigenvectors(AN, D, settings, self._prefix)
+                lam, V = local_eigenvectors(AN, D, settings, self._prefix, AR)
             except Exception as e:  # SLEPc reports some failures as SystemError
                 if settings.eigensolver != "slepc":
                     problems.append(f"subdomain {int(i)}: {e}")
@@ -152,8 +209,8 @@ class Spectral(CoarseSpace):
                 # SLEPc's Cholesky of a barely indefinite regularised Neumann matrix (P1 on
                 # obtuse meshes) can fail where ARPACK's LU does not
                 try:
-                    lam, V = local_eigenvectors(AN, D, SpectralSettings(
-                        settings.nev, settings.threshold, "scipy", settings.tol))
+                    lam, V = local_eigenvectors(AN, D, settings.with_eigensolver("scipy"),
+                                                right=AR)
                     fallbacks += 1
                 except Exception as e2:
                     problems.append(f"subdomain {int(i)}: {e}; with scipy: {e2}")
@@ -161,7 +218,8 @@ class Spectral(CoarseSpace):
             if settings.threshold == 0 and V.shape[1] < min(settings.nev, len(I)):
                 problems.append(f"subdomain {int(i)}: {V.shape[1]} of {settings.nev} "
                                 f"eigenpairs converged")
-            found[int(i)] = (I, D, V, lam)
+            keep = D != 0  # rows a zero weight takes out of R_i^T D_i v (Boolean: the overlap)
+            found[int(i)] = (I[keep], D[keep], V[keep], lam)
         collective_check(comm, not problems,
                          "the spectral coarse space's eigensolve failed on " + "; ".join(problems)
                          + ": try the other -ddlearn_spectral_eigensolver, a smaller "
@@ -177,6 +235,7 @@ class Spectral(CoarseSpace):
             "per_subdomain_max": mpi.allreduce(max(counts, default=0), op=MPI.MAX),
             "largest_kept_lambda": mpi.allreduce(max(largest, default=0.0), op=MPI.MAX),
             "auxiliary": inp.auxiliary is not None,
+            "partition_of_unity_used": unity,
             "scipy_fallbacks": mpi.allreduce(fallbacks)}
         return out
 
@@ -188,7 +247,9 @@ class Spectral(CoarseSpace):
         if "vectors" not in m:
             return super().view(viewer)
         viewer.printfASCII(f"  spectral coarse space ({m['eigensolver']}, "
-                           f"{'auxiliary' if m['auxiliary'] else 'algebraic'} Neumann matrices): "
+                           f"{'auxiliary' if m['auxiliary'] else 'algebraic'} Neumann matrices, "
+                           f"{m['pencil']} pencil, {m['partition_of_unity_used']} partition of "
+                           f"unity): "
                            f"{m['vectors']} eigenvectors, {m['per_subdomain_min']}.."
                            f"{m['per_subdomain_max']} per subdomain (nev {m['nev']}, threshold "
                            f"{m['threshold']:g}), largest kept lambda "
