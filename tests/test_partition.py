@@ -6,8 +6,7 @@ import scipy.sparse as sp
 
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.coarse import hats_on_boxes, interface_hats, q1_hats
-from ddlearn.decomposition.partition import (assign_holders, box_partition, grow_overlap,
-                                             metis_partition,
+from ddlearn.decomposition.partition import (box_partition, grow_overlap, metis_partition,
                                              rcb_partition)
 from ddlearn.decomposition.problems import make_problem
 
@@ -55,8 +54,8 @@ def test_rcb_balances_any_number_of_parts():
         assert counts.min() >= 1000 // N - 1 and counts.max() <= 1000 // N + 2
 
 
-def test_every_rank_holds_a_subdomain():
-    # 4 parts whose rows all sit on rank 0 of 3: ranks 1 and 2 must still get one each
-    owned = [np.arange(k * 5, k * 5 + 5) for k in range(4)]
-    holder = assign_holders(owned, np.array([0, 20, 21, 22]))
-    assert sorted(set(holder.tolist())) == [0, 1, 2]
+def test_rcb_breaks_ties_by_point_number():
+    # a cut inside a tie takes the lowest-numbered points of the tied value
+    pts = np.zeros((10, 2))
+    pts[:, 0] = [1, 0, 1, 0, 1, 0, 1, 0, 1, 1]  # four 0s: the fifth point on the left is 0
+    np.testing.assert_array_equal(rcb_partition(pts, 2), [0, 0, 1, 0, 1, 0, 1, 0, 1, 1])

@@ -2,31 +2,42 @@ r"""Overlapping subdomains of *any* assembled matrix, in the matrix's own number
 distribution.
 
 The number of subdomains ``N`` is independent of the number of ranks. The non-overlapping
-parts come from
+parts come from (``-ddlearn_partition``)
 
-- ``boxes``: coordinates split into a box grid ``N = N_x N_y`` (:func:`~.structured.box_grid`),
-  per axis by the sorted distinct coordinate values, so that on a tensor grid the boxes are
-  exactly those of :class:`~.structured.Decomposition` (in any ordering of the unknowns);
-- ``rcb``: recursive coordinate bisection (any ``N``, any point cloud);
-- ``metis``: the matrix graph alone, partitioned by METIS (:mod:`pymetis`);
+- ``boxes``: coordinates split into a box grid ``N = N_x N_y [N_z]``
+  (:func:`~.structured.box_grid`), per axis by the sorted distinct coordinate values, so that
+  on a tensor grid the boxes are exactly those of :class:`~.structured.Decomposition` (in any
+  ordering of the unknowns); the default with coordinates;
+- ``rcb``: recursive coordinate bisection (any ``N``, any point cloud), every cut found
+  collectively (:func:`~.parallel_partition.rcb_labels`);
+- ``metis``: the whole matrix graph partitioned by METIS (:mod:`pymetis`) on rank 0, the best
+  parts from the graph alone; the default without coordinates;
+- ``local_metis``: each rank's own rows (the diagonal block of its graph) cut by METIS into its
+  share of ``N`` (in proportion to its rows): the graph alone, without a gather, parts that
+  never cross a rank boundary and depend on the number of ranks;
 - ``local``: each rank's rows are one subdomain (PCHPDDM's default);
 - the user's own index sets (:meth:`Subdomains.from_sets`, like ``PCASMSetLocalSubdomains``),
 
-and each part is grown by :math:`n_\delta` layers of the matrix graph,
-:math:`I_i^{(k+1)} = I_i^{(k)} \cup \{j : a_{jl} \ne 0,\ l \in I_i^{(k)}\}`. Multiplicities
-:math:`m_j = \#\{i : j \in I_i\}` give the partition of unity :math:`D_i = \mathrm{diag}(1/m_j)`.
+and each part is grown by :math:`n_\delta` layers of the (symmetrised) matrix graph,
+:math:`I_i^{(k+1)} = I_i^{(k)} \cup \{j : a_{jl} \ne 0 \text{ or } a_{lj} \ne 0,\ l \in
+I_i^{(k)}\}`. Multiplicities :math:`m_j = \#\{i : j \in I_i\}` give the partition of unity
+:math:`D_i = \mathrm{diag}(1/m_j)`.
 
 With a block size :math:`b > 1` (vector problems) the partition and the overlap work on the
 nodes' graph, so no subdomain splits a node's dofs.
 
-For ``boxes``, ``rcb`` and ``metis`` the graph and coordinates are gathered on rank 0, which
-partitions and sends every rank its subdomains (a subdomain goes to the rank owning most of its
-rows). That is simple and exact, and costs :math:`O(\mathrm{nnz})` memory on rank 0: fine to a
-few million unknowns, not beyond. ``local`` and the user's sets never gather: the overlap
-grows in parallel (``MatIncreaseOverlap``) and the multiplicities come from one scatter. The
-coarse bases live elsewhere (:mod:`ddlearn.classical.coarse_space`).
+Cost. Only ``metis`` gathers: the graph on rank 0 (:math:`O(\mathrm{nnz})` memory there, fine
+to a few million unknowns). Every other path keeps on each rank its own rows, its subdomains'
+halo (the rows their overlap reaches) and :math:`O(N)` metadata, in a number of collective
+calls independent of ``N`` (:mod:`~.parallel_partition`): a part is held by the rank owning
+most of its rows (every rank holds at least one, PCASM needs a block on every rank) and is
+sent there in one all-to-all; the overlap grows by fetching, per layer, the halo rows of all
+of a rank's subdomains in one call; the multiplicities come from one scatter. The coarse bases
+live elsewhere (:mod:`ddlearn.classical.coarse_space`).
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pymetis
@@ -35,23 +46,27 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from .collective import collective_check
+from .parallel_partition import (DistributedGraph, assign_holders, distinct_values,
+                                 grow_overlap_parallel, rank_shares, rcb_labels, redistribute)
 from .structured import box_grid, split
 
-__all__ = ["PARTITIONERS", "Subdomains", "gather_pattern", "box_partition", "rcb_partition",
-           "metis_partition", "grow_overlap", "assign_holders", "gather_matrix",
-           "scatter_rows"]
+__all__ = ["PARTITIONERS", "Subdomains", "box_partition", "rcb_partition", "metis_partition",
+           "grow_overlap", "gather_rows", "gather_matrix", "scatter_rows"]
 
-PARTITIONERS = ("boxes", "rcb", "metis", "local")
+PARTITIONERS = ("boxes", "rcb", "metis", "local", "local_metis")
+
+
+def gather_rows(comm, M: sp.csr_matrix) -> sp.csr_matrix | None:
+    """Each rank's rows ``M`` (in rank order) stacked into one scipy CSR matrix on rank 0
+    (``None`` elsewhere; collective): the inverse of :func:`scatter_rows`."""
+    parts = comm.tompi4py().gather(M, root=0)
+    return sp.vstack(parts).tocsr() if parts is not None else None
 
 
 def gather_matrix(A: PETSc.Mat) -> sp.csr_matrix | None:
     """The whole matrix on rank 0 as scipy CSR (``None`` elsewhere; collective)."""
-    mpi = A.getComm().tompi4py()
-    parts = mpi.gather(A.getValuesCSR(), root=0)
-    if mpi.Get_rank() != 0:
-        return None
-    return sp.vstack([sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1]))
-                      for i, j, v in parts]).tocsr()
+    i, j, v = A.getValuesCSR()
+    return gather_rows(A.getComm(), sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1])))
 
 
 def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
@@ -62,32 +77,21 @@ def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
     return mpi.scatter(pieces, root=0)
 
 
-def gather_pattern(A: PETSc.Mat) -> sp.csr_matrix | None:
-    """The symmetrised nonzero pattern of ``A`` without its diagonal, on rank 0 (``None``
-    elsewhere; collective)."""
-    M = gather_matrix(A)
-    if M is None:
-        return None
-    G = (M != 0).astype(np.int8)
-    G = ((G + G.T) != 0).astype(np.int8)
-    G.setdiag(0)
-    G.eliminate_zeros()
-    return G.tocsr()
-
-
-def box_partition(coords: np.ndarray, N: int):
+def box_partition(coords: np.ndarray, N: int, values=None):
     """Box-grid partition of points: ``(part, axis_index, offsets)`` with ``axis_index[:, a]``
-    the position of each point's coordinate among the distinct values of axis ``a`` and
-    ``offsets[a]`` the split of those values into boxes (subdomain ``bx + N_x by``)."""
+    the position of each point's coordinate among the distinct values of axis ``a``
+    (``values[a]``, sorted; by default those of ``coords``, else all ranks' from
+    :func:`~.parallel_partition.distinct_values`) and ``offsets[a]`` the split of those values
+    into boxes (subdomain ``bx + N_x by``)."""
     boxes = box_grid(N, coords.shape[1])
     axis_index, offsets, part, stride = [], [], np.zeros(len(coords), dtype=np.int64), 1
     for a, B in enumerate(boxes):
-        values = np.unique(coords[:, a])
-        if B > len(values):
-            raise ValueError(f"{B} boxes along axis {a} but only {len(values)} distinct "
+        axis = np.unique(coords[:, a]) if values is None else values[a]
+        if B > len(axis):
+            raise ValueError(f"{B} boxes along axis {a} but only {len(axis)} distinct "
                              f"coordinates: use fewer subdomains or -ddlearn_partition rcb/metis")
-        idx = np.searchsorted(values, coords[:, a])
-        off = split(len(values), B)
+        idx = np.searchsorted(axis, coords[:, a])
+        off = split(len(axis), B)
         part += stride * (np.searchsorted(off, idx, side="right") - 1)
         axis_index.append(idx)
         offsets.append(off)
@@ -97,7 +101,9 @@ def box_partition(coords: np.ndarray, N: int):
 
 def rcb_partition(coords: np.ndarray, N: int) -> np.ndarray:
     """Recursive coordinate bisection into ``N`` parts of sizes proportional to their share of
-    ``N``: each cut is across the longest extent, at the matching quantile."""
+    ``N``: each cut is across the longest extent, at the matching quantile of the order
+    (coordinate, point number). Serial; :func:`~.parallel_partition.rcb_labels` gives the same
+    parts with the points spread over ranks."""
     part = np.zeros(len(coords), dtype=np.int64)
     stack = [(np.arange(len(coords)), 0, N)]
     while stack:
@@ -108,7 +114,7 @@ def rcb_partition(coords: np.ndarray, N: int) -> np.ndarray:
         left = count // 2
         pts = coords[idx]
         axis = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
-        order = idx[np.argsort(pts[:, axis], kind="stable")]
+        order = idx[np.lexsort((idx, pts[:, axis]))]
         cut = int(round(len(idx) * left / count))
         stack += [(order[:cut], first, left), (order[cut:], first + left, count - left)]
     return part
@@ -124,45 +130,15 @@ def metis_partition(G: sp.csr_matrix, N: int) -> np.ndarray:
 
 def grow_overlap(G: sp.csr_matrix, part: np.ndarray, N: int, overlap: int) -> sp.csc_matrix:
     r"""Incidence matrix ``(n, N)`` of the overlapping subdomains: column ``i`` marks
-    :math:`I_i`, part ``i`` grown by ``overlap`` layers of the graph ``G``."""
+    :math:`I_i`, part ``i`` grown by ``overlap`` layers of the graph ``G`` (serial; the
+    reference for :func:`~.parallel_partition.grow_overlap_parallel`)."""
     n = len(part)
-    S = sp.csr_matrix((np.ones(n, dtype=np.int8), (np.arange(n), part)), shape=(n, N))
-    step = (G + sp.identity(n, dtype=np.int8, format="csr")).astype(np.int8)
+    S = sp.csr_matrix((np.ones(n, dtype=np.int32), (np.arange(n), part)), shape=(n, N))
+    # int32 counts: an int8 product can wrap to 0 on a node with 256 neighbours in I_i
+    step = (G + sp.identity(n, dtype=np.int32, format="csr")).astype(np.int32)
     for _ in range(overlap):
-        S = ((step @ S) != 0).astype(np.int8)
+        S = ((step @ S) != 0).astype(np.int32)
     return S.tocsc()
-
-
-def assign_holders(owned, ranges) -> np.ndarray:
-    """The rank holding each subdomain: the one that owns most of its rows, then, for a rank
-    left without any (PCASM needs a block on every rank), the subdomain with most rows there
-    taken from a rank that holds several. Needs ``len(owned) >= ranks``."""
-    P = len(ranges) - 1
-    n = int(ranges[-1])
-    row_rank = np.searchsorted(ranges, np.arange(n), side="right") - 1
-    share = np.stack([np.bincount(row_rank[o], minlength=P) for o in owned])  # (N, P)
-    holder = share.argmax(axis=1)
-    for r in range(P):
-        if np.any(holder == r):
-            continue
-        counts = np.bincount(holder, minlength=P)
-        movable = np.flatnonzero(counts[holder] > 1)
-        holder[movable[np.argmax(share[movable, r])]] = r
-    return holder
-
-
-def _node_pattern(G: sp.csr_matrix, bs: int) -> sp.csr_matrix:
-    """The pattern of the nodes' graph: node ``a`` and ``b`` coupled if any of their dofs are
-    (dofs ``bs a .. bs a + bs - 1`` form node ``a``)."""
-    if bs == 1:
-        return G
-    n = G.shape[0]
-    C = sp.csr_matrix((np.ones(n, dtype=np.int8), (np.arange(n), np.arange(n) // bs)),
-                      shape=(n, n // bs))
-    H = ((C.T @ G @ C) != 0).astype(np.int8).tocsr()
-    H.setdiag(0)
-    H.eliminate_zeros()
-    return H
 
 
 def _dofs(nodes: np.ndarray, bs: int) -> np.ndarray:
@@ -200,6 +176,18 @@ def _add_at(A: PETSc.Mat, sets, values) -> PETSc.Vec:
     return v
 
 
+class _Clock:
+    """Wall time of consecutive phases on this rank."""
+
+    def __init__(self):
+        self.timing, self._t = {}, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timing[name] = self.timing.get(name, 0.0) + now - self._t
+        self._t = now
+
+
 class Subdomains:
     r"""This rank's share of an overlapping decomposition of a distributed matrix.
 
@@ -228,16 +216,20 @@ class Subdomains:
     orders : list of ndarray or None
         For the user's index sets: the position in the given set of each sorted row (what
         the user's auxiliary matrices are numbered by).
-    part : ndarray or None
-        On rank 0: the non-overlapping part of every row (else ``None``).
+    timing : dict
+        This rank's wall time of the build's phases, in seconds: ``graph_s`` (the nodes'
+        graph), ``label_s`` (the non-overlapping parts), ``distribute_s`` (holders, parts
+        sent to them), ``overlap_s`` (overlap growth), ``multiplicity_s`` (:math:`m_j`,
+        :math:`D_i`); the phases a build has.
     """
 
     def __init__(self, comm, N, overlap, partitioner, ids, overlapping, owned, sizes, weights,
-                 coarse_rank: int = 0, block_size: int = 1, boxes=None, orders=None, part=None):
+                 coarse_rank: int = 0, block_size: int = 1, boxes=None, orders=None,
+                 timing=None):
         self.comm, self.N, self.overlap, self.partitioner = comm, N, overlap, partitioner
         self.ids, self.overlapping, self.owned, self.sizes = ids, overlapping, owned, sizes
         self.weights, self.coarse_rank, self.block_size = weights, coarse_rank, block_size
-        self.boxes, self.orders, self.part = boxes, orders, part
+        self.boxes, self.orders, self.timing = boxes, orders, timing or {}
 
     @staticmethod
     def _check_common(A: PETSc.Mat, N: int | None, overlap: int, block_size: int) -> None:
@@ -258,20 +250,79 @@ class Subdomains:
         collective_check(comm, int(overlap) == overlap and overlap >= 0,
                          f"-ddlearn_overlap {overlap} must be a non-negative integer")
 
+    @staticmethod
+    def _node_coordinates(A: PETSc.Mat, coordinates, bs: int) -> np.ndarray:
+        """This rank's coordinates as one row per node, shape ``(local nodes, dim)``, from one
+        row per dof or per node; refused on every rank unless all ranks agree on ``dim``."""
+        mpi = A.getComm().tompi4py()
+        c = np.asarray(coordinates, dtype=np.float64)
+        nlocal = A.getLocalSize()[0]
+        per_node = bs > 1 and c.ndim >= 1 and c.shape[0] * bs == nlocal
+        rows = nlocal // bs if per_node else nlocal
+        dim = c.size // rows if rows and c.size % rows == 0 else (0 if rows == 0 else -1)
+        dims = set(mpi.allgather(dim)) - {0}
+        collective_check(A.getComm(), len(dims) == 1 and min(dims) >= 1,
+                         f"coordinates of {c.shape} for this rank's {nlocal} rows (block size "
+                         f"{bs}): give every rank one row of coordinates per local row or per "
+                         f"node, all of the same dimension")
+        c = c.reshape(rows, dims.pop())
+        return c if per_node or bs == 1 else c[::bs]
+
+    @staticmethod
+    def _labels(comm, graph: DistributedGraph, pts, N: int, partitioner: str):
+        """Each of this rank's nodes' part, and for ``boxes`` ``(axis_index, offsets)``."""
+        mpi = comm.tompi4py()
+        if partitioner == "boxes":
+            values = distinct_values(mpi, pts)
+            try:  # the values are all ranks': every rank raises or none
+                part, axis_index, offsets = box_partition(pts, N, values)
+            except ValueError as e:
+                collective_check(comm, False, str(e))
+            return part, (axis_index, offsets)
+        if partitioner == "rcb":
+            return rcb_labels(mpi, pts, np.arange(graph.lo, graph.hi), N, graph.n), None
+        if partitioner == "metis":  # the whole graph on rank 0
+            whole = gather_rows(comm, graph.rows)
+            part = metis_partition(whole, N) if whole is not None else None
+            pieces = np.split(part, graph.ranges[1:-1]) if part is not None else None
+            return mpi.scatter(pieces, root=0), None
+        nodes = np.diff(graph.ranges)
+        shares = rank_shares(nodes, N)
+        me = mpi.Get_rank()
+        collective_check(comm, shares[me] <= nodes[me],
+                         f"-ddlearn_partition local_metis gives this rank {shares[me]} of the "
+                         f"{N} subdomains but it owns {nodes[me]} nodes: use fewer subdomains or "
+                         f"-ddlearn_partition metis/rcb")
+        return int(shares[:me].sum()) + metis_partition(graph.local_block(), int(shares[me])), \
+            None
+
+    @staticmethod
+    def _all_sizes(mpi, N: int, ids, sets) -> np.ndarray:
+        """:math:`n_i` of all ``N`` subdomains from each rank's ``ids`` and ``sets``."""
+        sizes = np.zeros(N, dtype=np.int64)
+        sizes[np.asarray(ids, dtype=np.int64)] = [len(s) for s in sets]
+        mpi.Allreduce(MPI.IN_PLACE, sizes, op=MPI.SUM)
+        return sizes
+
     @classmethod
     def from_matrix(cls, A: PETSc.Mat, N: int, overlap: int, coordinates: np.ndarray | None = None,
                     partitioner: str | None = None, coarse_rank: int = 0,
                     block_size: int = 1) -> "Subdomains":
         r"""Partition ``A``'s graph (or its rows' ``coordinates``, shape ``(nlocal, dim)`` or
         one row per node) into ``N`` subdomains with ``overlap`` graph layers (``local``: each
-        rank's rows are one subdomain). Collective; errors on every rank."""
+        rank's rows are one subdomain). Collective; errors on every rank.
+
+        Every rank labels its own nodes (``metis``: rank 0 labels all of them from the gathered
+        graph); a part goes to the rank owning most of its rows (:func:`~.parallel_partition.
+        assign_holders`), grows there (:func:`~.parallel_partition.grow_overlap_parallel`),
+        and :math:`m_j` is summed by one scatter."""
         comm = A.getComm()
         mpi = comm.tompi4py()
-        ranges = np.asarray(A.getOwnershipRanges(), dtype=np.int64)
-        has = coordinates is not None
-        collective_check(comm, all(mpi.allgather(has)) or not any(mpi.allgather(has)),
+        given = mpi.allgather(coordinates is not None)
+        collective_check(comm, all(given) or not any(given),
                          "coordinates were given on some ranks only: give every rank the "
                          "coordinates of its own rows (an empty array where it owns none)")
+        has = given[0]
         partitioner = partitioner or ("boxes" if has else "metis")
         collective_check(comm, partitioner in PARTITIONERS,
                          f"unknown partitioner {partitioner!r}; choose one of "
@@ -280,35 +331,44 @@ class Subdomains:
             lo, hi = A.getOwnershipRange()
             return cls.from_sets(A, [np.arange(lo, hi)], False, overlap, coarse_rank,
                                  block_size, "local")
-        collective_check(comm, has or partitioner == "metis",
+        collective_check(comm, has or partitioner in ("metis", "local_metis"),
                          f"the {partitioner!r} partitioner needs coordinates and none were "
                          f"given: attach them (ddlearn.pc.set_coordinates(pc or A, coords), or a "
                          f"DM with coordinates on the KSP) or use -ddlearn_partition metis")
         cls._check_common(A, N, overlap, block_size)
-        bs = int(block_size)
-        if has:
-            coordinates = np.asarray(coordinates, dtype=np.float64)
-            nlocal = A.getLocalSize()[0]
-            per_node = coordinates.size and coordinates.shape[0] * bs == nlocal and bs > 1
-            coordinates = coordinates.reshape(nlocal // bs if per_node else nlocal, -1)
-            if bs > 1 and not per_node:
-                coordinates = coordinates[::bs]
-        G = gather_pattern(A)
-        coords = mpi.gather(coordinates, root=0)
-        payload, err = None, None
-        if mpi.Get_rank() == 0:
-            try:
-                payload = cls._plan(_node_pattern(G, bs), np.concatenate(coords) if has else None,
-                                    N, overlap, partitioner, ranges, bs)
-            except ValueError as e:
-                err = str(e)
-        err = mpi.bcast(err, root=0)
-        if err:
-            raise ValueError(err)
-        ids, I, O, W, boxes = mpi.scatter(payload["per_rank"] if payload else None, root=0)
-        sizes = mpi.bcast(payload["sizes"] if payload else None, root=0)
-        return cls(comm, int(N), int(overlap), partitioner, ids, I, O, sizes, W, coarse_rank,
-                   bs, boxes, part=payload["part"] if payload else None)
+        bs, N, n = int(block_size), int(N), A.getSize()[0]
+        clock = _Clock()
+        graph = DistributedGraph.from_matrix(A, bs)
+        clock.lap("graph_s")
+        pts = cls._node_coordinates(A, coordinates, bs) if has else None
+        labels, boxes = cls._labels(comm, graph, pts, N, partitioner)
+        counts = np.bincount(labels, minlength=N).astype(np.int64)
+        mpi.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+        collective_check(comm, counts.min() > 0,
+                         f"the {partitioner} partition left {int((counts == 0).sum())} of {N} "
+                         f"subdomains empty: use fewer subdomains"
+                         + (" or -ddlearn_partition rcb/metis (boxes suit box-shaped domains)"
+                            if partitioner == "boxes" else ""))
+        clock.lap("label_s")
+        ids, parts = redistribute(mpi, graph.lo + np.arange(len(labels)), labels,
+                                  assign_holders(mpi, labels, N))
+        clock.lap("distribute_s")
+        grown = grow_overlap_parallel(graph, parts, int(overlap))
+        clock.lap("overlap_s")
+        I = [_dofs(s, bs) for s in grown]
+        sizes = cls._all_sizes(mpi, N, ids, I)
+        collective_check(comm, N == 1 or sizes.max() < n,
+                         f"overlap {overlap} makes subdomain {int(sizes.argmax())} the whole "
+                         f"domain ({n // bs} {'nodes' if bs > 1 else 'rows'}): use a smaller "
+                         f"-ddlearn_overlap or more subdomains")
+        m = _add_at(A, I, [np.ones(len(s)) for s in I])
+        weights = [1.0 / w for w in _values_at(m, I)]
+        m.destroy()
+        clock.lap("multiplicity_s")
+        if boxes is not None:
+            boxes = (np.repeat(boxes[0], bs, axis=0), boxes[1])
+        return cls(comm, N, int(overlap), partitioner, ids, I, [_dofs(p, bs) for p in parts],
+                   sizes, weights, coarse_rank, bs, boxes, timing=clock.timing)
 
     @classmethod
     def from_sets(cls, A: PETSc.Mat, sets, overlapping: bool = True, overlap: int = 0,
@@ -316,15 +376,17 @@ class Subdomains:
                   partitioner: str = "user") -> "Subdomains":
         r"""This rank's subdomains given as index sets (global rows, any rank's, like
         ``PCASMSetLocalSubdomains``): overlapping ones, or non-overlapping parts grown here by
-        ``overlap`` layers of the matrix graph (``MatIncreaseOverlap``, in parallel; closed
-        under nodes for block size > 1). The subdomains are numbered rank by rank; the
-        non-overlapping part of an overlapping subdomain is the rows it is the lowest-numbered
-        subdomain of. Collective; bad sets are refused on every rank."""
+        ``overlap`` layers of the matrix graph (symmetrised; on the nodes for block size > 1;
+        :func:`~.parallel_partition.grow_overlap_parallel`: one collective call per layer for
+        all sets). The subdomains are numbered rank by rank; the non-overlapping part of an
+        overlapping subdomain is the rows it is the lowest-numbered subdomain of. Collective;
+        bad sets are refused on every rank."""
         comm = A.getComm()
         mpi = comm.tompi4py()
         n = A.getSize()[0]
         bs = int(block_size)
         cls._check_common(A, None, overlap, bs)
+        clock = _Clock()
         sets = [np.asarray(s.getIndices() if isinstance(s, PETSc.IS) else s, dtype=np.int64)
                 for s in sets]
         collective_check(comm, len(sets) >= 1, "a rank was given no subdomain: give every rank "
@@ -357,19 +419,18 @@ class Subdomains:
             O = [s[-low == i] for s, low, i in zip(I, lowest, ids)]
             for o in (owner, where, local, scatter):
                 o.destroy()
+            clock.lap("label_s")
         else:
             O = given
-            I = [s.copy() for s in given]
-            count = mpi.allreduce(len(I), op=MPI.MAX)
-            for k in range(count):  # MatIncreaseOverlap is collective, one set per call here
-                iset = PETSc.IS().createGeneral((I[k] if k < len(I) else np.zeros(0, np.int64))
-                                                .astype(PETSc.IntType), comm=PETSc.COMM_SELF)
-                if overlap:
-                    A.increaseOverlap(iset, overlap)
-                if k < len(I):
-                    grown = np.unique(iset.getIndices().astype(np.int64))
-                    I[k] = _dofs(np.unique(grown // bs), bs) if bs > 1 else grown
-                iset.destroy()
+            if overlap:
+                graph = DistributedGraph.from_matrix(A, bs)
+                clock.lap("graph_s")
+                grown = grow_overlap_parallel(graph, [np.unique(s // bs) for s in given],
+                                              int(overlap))
+                I = [_dofs(g, bs) for g in grown]
+            else:
+                I = [s.copy() for s in given]
+            clock.lap("overlap_s")
             orders = None  # the given sets were the parts, not the subdomains
         m = _add_at(A, I, [np.ones(len(s)) for s in I])
         cover = m.getArray(readonly=True)
@@ -387,16 +448,10 @@ class Subdomains:
                              f"overlapping sets (overlapping=True)")
         weights = [1.0 / w for w in _values_at(m, I)]
         m.destroy()
-        sizes = np.concatenate(mpi.allgather(np.array([len(s) for s in I], dtype=np.int64)))
-        pieces = mpi.gather((ids, O), root=0)
-        part = None
-        if mpi.Get_rank() == 0:
-            part = np.empty(n, dtype=np.int64)
-            for rank_ids, rank_owned in pieces:
-                for i, o in zip(rank_ids, rank_owned):
-                    part[o] = i
-        return cls(comm, int(N), int(overlap), partitioner, ids, I, O, sizes, weights,
-                   coarse_rank, bs, None, orders, part)
+        clock.lap("multiplicity_s")
+        return cls(comm, int(N), int(overlap), partitioner, ids, I, O,
+                   cls._all_sizes(mpi, int(N), ids, I), weights, coarse_rank, bs, None, orders,
+                   clock.timing)
 
     @classmethod
     def from_layout(cls, layout, to_global: np.ndarray) -> "Subdomains":
@@ -414,44 +469,23 @@ class Subdomains:
                    [np.sort(to_global[dec.owned[i]]) for i in local], dec.sizes, weights,
                    coarse_rank=layout.coarse_rank)
 
-    @staticmethod
-    def _plan(G, coords, N, overlap, partitioner, ranges, bs):
-        """Rank 0: the whole decomposition on the nodes' graph ``G``, cut into the pieces each
-        rank receives (in dofs)."""
-        n = G.shape[0]
-        boxes = None
-        if partitioner == "boxes":
-            part, axis_index, offsets = box_partition(coords, N)
-            boxes = (axis_index, offsets)
-        elif partitioner == "rcb":
-            part = rcb_partition(coords, N)
-        else:
-            part = metis_partition(G, N)
-        counts = np.bincount(part, minlength=N)
-        if counts.min() == 0:
-            raise ValueError(f"the {partitioner} partition left {int((counts == 0).sum())} of "
-                             f"{N} subdomains empty: use fewer subdomains"
-                             + (" or -ddlearn_partition rcb/metis (boxes suit box-shaped "
-                                "domains)" if partitioner == "boxes" else ""))
-        S = grow_overlap(G, part, N, overlap)
-        sizes = np.diff(S.indptr)
-        if N > 1 and sizes.max() == n:
-            raise ValueError(f"overlap {overlap} makes subdomain {int(sizes.argmax())} the whole "
-                             f"domain ({n} nodes): use a smaller -ddlearn_overlap or more "
-                             f"subdomains")
-        m = np.repeat(np.asarray(S.sum(axis=1)).ravel(), bs)
-        sets = [_dofs(np.sort(S.indices[S.indptr[i]:S.indptr[i + 1]]), bs) for i in range(N)]
-        nodes = np.argsort(part, kind="stable")
-        owned = [_dofs(o, bs) for o in np.split(nodes, np.cumsum(counts)[:-1])]
-        holder = assign_holders(owned, ranges)
-        per_rank = []
-        for r in range(len(ranges) - 1):
-            mine = np.flatnonzero(holder == r)
-            rows = slice(ranges[r] // bs, ranges[r + 1] // bs)
-            box = (np.repeat(boxes[0][rows], bs, axis=0), boxes[1]) if boxes else None
-            per_rank.append((mine, [sets[i] for i in mine], [owned[i] for i in mine],
-                             [1.0 / m[sets[i]] for i in mine], box))
-        return {"per_rank": per_rank, "sizes": sizes * bs, "part": np.repeat(part, bs)}
+    def gather_part(self, root: int = 0) -> np.ndarray | None:
+        """The non-overlapping part of every row on rank ``root`` (``None`` elsewhere;
+        collective). :math:`O(n)` on ``root``: for the serial builds that gather the whole
+        matrix there anyway (GDSW/RGDSW); the partition itself never needs it."""
+        pieces = self.comm.tompi4py().gather((self.ids, self.owned), root=root)
+        if pieces is None:
+            return None
+        part = np.empty(sum(len(o) for _, owned in pieces for o in owned), dtype=np.int64)
+        for ids, owned in pieces:
+            for i, o in zip(ids, owned):
+                part[o] = i
+        return part
+
+    @property
+    def part(self) -> np.ndarray | None:
+        """:meth:`gather_part` on rank 0; collective, so every rank must read it."""
+        return self.gather_part()
 
     def index_sets(self, overlapping: bool = True) -> list[PETSc.IS]:
         """PETSc index sets of this rank's subdomains: :math:`I_i`, or the owned parts."""

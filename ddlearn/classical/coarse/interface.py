@@ -98,17 +98,19 @@ def energy_minimal_extension(A: sp.csr_matrix, part: np.ndarray, interface: np.n
 
 def on_rank0(inp: CoarseInput, build, what: str) -> tuple[CoarseVectors, dict]:
     """Run ``build(A, part, Z, block_size) -> (Phi, info)`` on rank 0 with the gathered matrix,
-    the parts and the gathered near-null space (``None``: constants), and give every rank its
-    rows of :math:`\\Phi` and ``info`` (collective; an error on rank 0 is raised everywhere)."""
+    the parts (:meth:`~ddlearn.decomposition.partition.Subdomains.gather_part`) and the
+    gathered near-null space (``None``: constants), and give every rank its rows of
+    :math:`\\Phi` and ``info`` (collective; an error on rank 0 is raised everywhere)."""
     comm = inp.comm
     mpi = comm.tompi4py()
     A0 = gather_matrix(inp.A)
+    part = inp.subdomains.gather_part()
     Z = mpi.gather(inp.null_space, root=0)
     Phi, info, error = None, None, None
     if mpi.Get_rank() == 0:
         try:
-            Phi, info = build(A0, inp.subdomains.part, None if inp.null_space is None
-                              else np.concatenate(Z), inp.block_size)
+            Phi, info = build(A0, part, None if inp.null_space is None else np.concatenate(Z),
+                              inp.block_size)
         except (ValueError, RuntimeError) as e:
             error = f"the {what} coarse space cannot be built: {e}"
     collective_check(comm, mpi.bcast(error, root=0) is None, str(mpi.bcast(error, root=0)))

@@ -1,0 +1,146 @@
+r"""Weak scaling of the partition step alone: time and peak memory per rank of
+:meth:`~ddlearn.decomposition.partition.Subdomains.from_matrix` at a fixed subdomain size.
+
+    mpiexec -n P python benchmarks/partition_scaling.py [--sub 8] [--per-rank 8 64]
+             [--methods boxes rcb local_metis metis] [--baseline OLD_PARTITION.py]
+             [--json benchmarks/results/partition_scaling.json]
+
+The matrix: the 3D 7-point Laplacian pattern on a grid of ``N`` boxes of ``sub^3`` unknowns
+(:func:`~ddlearn.decomposition.structured.box_grid`), natural ordering, PETSc's default rows,
+each rank building only its own rows; ``N = k P`` for each ``k`` of ``--per-rank``, overlap 1,
+coordinates given. Per method: the slowest rank's wall time, the phases of ``Subdomains.timing``
+(slowest rank each), and the peak resident memory above the matrix's, per rank (``VmHWM``
+reset before each run, Linux). ``--baseline`` loads another implementation of the module (e.g.
+an older one that gathers everything on rank 0) and times its ``boxes`` as ``gathered_boxes``.
+Ranks beyond the machine's cores oversubscribe it: compare methods within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import petsc4py
+
+petsc4py.init([sys.argv[0]])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from ddlearn.decomposition import partition  # noqa: E402
+from ddlearn.decomposition.structured import box_grid  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+
+
+def laplacian_3d(grid) -> tuple[PETSc.Mat, np.ndarray]:
+    """This rank's rows of the 7-point pattern on ``grid`` (natural ordering, x fastest) as a
+    distributed AIJ matrix, and its rows' coordinates."""
+    nx, ny, nz = grid
+    n = nx * ny * nz
+    A = PETSc.Mat().createAIJ(((PETSc.DECIDE, n), (PETSc.DECIDE, n)), nnz=(7, 6),
+                              comm=PETSc.COMM_WORLD)
+    A.setUp()
+    lo, hi = A.getOwnershipRange()
+    row = np.arange(lo, hi)
+    ijk = np.stack([row % nx, row // nx % ny, row // (nx * ny)], axis=1)
+    cols, vals = [row], [np.full(len(row), 6.0)]
+    for axis, stride in enumerate((1, nx, nx * ny)):
+        for step in (-1, 1):
+            inside = (ijk[:, axis] + step >= 0) & (ijk[:, axis] + step < grid[axis])
+            cols.append(np.where(inside, row + step * stride, -1))
+            vals.append(np.full(len(row), -1.0))
+    C, V = np.stack(cols, 1), np.stack(vals, 1)
+    keep = C >= 0
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(PETSc.IntType)
+    order = np.argsort(np.where(keep, C, np.iinfo(np.int64).max), axis=1)
+    C, V, keep = (np.take_along_axis(a, order, 1) for a in (C, V, keep))
+    A.setValuesCSR(indptr, C[keep].astype(PETSc.IntType), V[keep])
+    A.assemble()
+    return A, ijk.astype(np.float64)
+
+
+def _peak_reset() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _rss_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _load(path: str):
+    """Another implementation of :mod:`ddlearn.decomposition.partition` from a file."""
+    spec = importlib.util.spec_from_file_location("ddlearn.decomposition._baseline", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(module, A, coords, N, method) -> dict:
+    COMM.Barrier()
+    _peak_reset()
+    base = _rss_mb("VmRSS")
+    t = time.perf_counter()
+    s = module.Subdomains.from_matrix(A, N, 1, coords, method)
+    wall = time.perf_counter() - t
+    extra = _rss_mb("VmHWM") - base
+    phases = getattr(s, "timing", {})
+    keys = sorted(set().union(*COMM.allgather(set(phases))))
+    return {"time_s": COMM.allreduce(wall, op=MPI.MAX),
+            "phases_s": {k: COMM.allreduce(phases.get(k, 0.0), op=MPI.MAX) for k in keys},
+            "extra_mb_per_rank": COMM.allgather(round(extra, 1)),
+            "n_i_max": int(s.sizes.max())}
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sub", type=int, default=8)
+    ap.add_argument("--per-rank", type=int, nargs="+", default=[8, 64])
+    ap.add_argument("--methods", nargs="+", default=["boxes", "rcb", "local_metis", "metis"])
+    ap.add_argument("--baseline", default=None)
+    ap.add_argument("--json", default=str(ROOT / "benchmarks/results/partition_scaling.json"))
+    args = ap.parse_args(argv)
+    baseline = _load(args.baseline) if args.baseline else None
+    records = []
+    A, coords = laplacian_3d((8, 8, 8 * COMM.size))  # warm-up: imports, first-call costs
+    for m in args.methods:
+        partition.Subdomains.from_matrix(A, 2 * COMM.size, 1, coords, m)
+    A.destroy()
+    for k in args.per_rank:
+        N = k * COMM.size
+        grid = tuple(args.sub * b for b in box_grid(N, 3))
+        A, coords = laplacian_3d(grid)
+        runs = [(partition, m, m) for m in args.methods]
+        runs += [(baseline, "boxes", "gathered_boxes")] if baseline else []
+        for module, method, name in runs:
+            rec = {"ranks": COMM.size, "cores": os.cpu_count(), "N": N, "grid": list(grid),
+                   "n": int(np.prod(grid)), "method": name,
+                   **run(module, A, coords, N, method)}
+            records.append(rec)
+            if COMM.rank == 0:
+                print(json.dumps(rec), flush=True)
+        A.destroy()
+    if COMM.rank == 0:
+        path = Path(args.json)
+        old = json.loads(path.read_text()) if path.exists() else []
+        old = [r for r in old if r["ranks"] != COMM.size]  # one rank count's runs replaced
+        path.write_text(json.dumps(old + records, indent=1))
+    return records
+
+
+if __name__ == "__main__":
+    main()
