@@ -10,11 +10,14 @@ that neither training nor validation of the pretrained learned coarse space saw.
 are PETSc options:
 
   -problem LIST        comma list of poisson1d,poisson2d,channels,random_channels,
-                       random_inclusions,random_lognormal (default poisson2d,random_channels;
-                       random_*: seeded coefficient families)
-  -n N                 interior points per direction (default 4095 in 1D, 255 in 2D)
+                       random_inclusions,random_lognormal and, in 3D on the unit cube,
+                       poisson3d,random_channels3d,random_inclusions3d,random_lognormal3d
+                       (default poisson2d,random_channels; random_*: seeded coefficient
+                       families)
+  -n N                 interior points per direction (default 4095 in 1D, 255 in 2D, 32 in 3D:
+                       32^3 = 32 768 unknowns)
   -subdomains N        total number of subdomains (default 64)
-  -overlap n_delta     overlap in indices / grid layers (default 2 in 1D, 1 in 2D)
+  -overlap n_delta     overlap in indices / grid layers (default 2 in 1D, 1 in 2D and 3D)
   -coarse_space {hats,nicolaides}            (default hats)
   -contrast C          coefficient contrast for channels and random_* (default 1e6)
   -field_seed S        seed of a random_* coefficient field (default 200000, the first test
@@ -69,12 +72,16 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
-from ddlearn.decomposition.problems import PROBLEMS, make_problem  # noqa: E402
+from ddlearn.decomposition.problems import PROBLEMS, make_problem, problem_dim  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from solvers.learned import LearnedSettings  # noqa: E402
 from solvers.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
                              run_methods)
 from solvers.report import format_table, plot_histories  # noqa: E402
+
+#: -n and -overlap when not given, by the problem's dimension
+DEFAULT_N = {1: 4095, 2: 255, 3: 32}
+DEFAULT_OVERLAP = {1: 2, 2: 1, 3: 1}
 
 #: The repository root; the default JSON goes to its benchmarks/results/ wherever the job runs.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,13 +104,13 @@ def read_options(opts: PETSc.Options) -> dict:
     if unknown or not problems:
         raise ValueError(f"unknown -problem {unknown or problems}; choose from "
                          f"{', '.join(sorted(PROBLEMS))}")
-    one_d = problems == ["poisson1d"]
     methods = opts.getString("methods", "")
+    # None = not given: each problem gets its dimension's default
     return {
         "problems": problems,
-        "n": opts.getInt("n", 4095 if one_d else 255),
+        "n": opts.getInt("n") if opts.hasName("n") else None,
         "subdomains": opts.getInt("subdomains", 64),
-        "overlap": opts.getInt("overlap", 2 if one_d else 1),
+        "overlap": opts.getInt("overlap") if opts.hasName("overlap") else None,
         "coarse_space": opts.getString("coarse_space", "hats"),
         "contrast": opts.getReal("contrast", 1e6),
         "field_seed": opts.getInt("field_seed", SEEDS["test"]),
@@ -143,10 +150,12 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
         kwargs["contrast"] = cfg["contrast"]
     if name.startswith("random_"):
         kwargs["seed"] = cfg["field_seed"]
-    problem = make_problem(name, cfg["n"], **kwargs)
+    dim = problem_dim(name)
+    problem = make_problem(name, DEFAULT_N[dim] if cfg["n"] is None else cfg["n"], **kwargs)
     methods = cfg["methods"] or list(DEFAULT_METHODS if name.startswith("poisson")
                                      else CONTRAST_METHODS)
-    case = Case.build(problem, cfg["subdomains"], cfg["overlap"], cfg["coarse_space"], comm)
+    overlap = DEFAULT_OVERLAP[dim] if cfg["overlap"] is None else cfg["overlap"]
+    case = Case.build(problem, cfg["subdomains"], overlap, cfg["coarse_space"], comm)
     case.spectral = cfg["spectral"]
     PETSc.Sys.Print(f"{problem.name}{' ' + str(kwargs) if kwargs else ''}: n = {problem.n} "
                     f"unknowns, N = {case.dec.N} subdomains {case.dec.boxes}, overlap "

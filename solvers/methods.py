@@ -127,7 +127,8 @@ def attention_enrichment(path: str, case: Case) -> sp.csr_matrix:
     :math:`[\Phi \mid R_i^TD_i^{1/2}Q_i]_i` (natural numbering): two-level Schwarz with this
     Galerkin coarse space is SPD whatever the training did, while the operator itself is
     singular (rank :math:`\le \sum_i r_i + r_0 < n`)."""
-    model, _ = checkpoint.load(path)
+    # the problem check refuses a checkpoint of another problem, grid or dimension
+    model, _ = checkpoint.load(path, problem=case.problem.describe())
     idx, sqrtD, Q = model.idx.numpy(), model.sqrtD.numpy(), model.Q.detach().numpy()
     keep = sqrtD > 0
     cols = [sp.csr_matrix(((sqrtD[i, keep[i], None] * Q[i, keep[i]]).ravel(),

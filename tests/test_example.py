@@ -1,10 +1,12 @@
 """The main job, run as users run it (a real mpiexec launch) and in-process on the test ranks."""
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mpi4py import MPI
 
@@ -124,3 +126,130 @@ def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
     for name in ("poisson2d", "random_channels"):
         assert json.loads((Path(out).parent / f"two_{name}.json").read_text())["ranks"] == \
             comm.size
+
+
+# -- 3D ------------------------------------------------------------------------------------
+
+def _load_example(path=EXAMPLE, name="poisson_example"):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.mpi
+def test_example_3d_problems_in_process():
+    """The main job on 3D Poisson and a 3D high-contrast inclusions field: every classical
+    method converges; the spectral coarse space beats one level on the inclusions."""
+    mod = _load_example()
+    methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral", "gamg"]
+    reports = mod.main(["-problem", "poisson3d,random_inclusions3d", "-n", "16",
+                        "-subdomains", "27", "-methods", ",".join(methods), "-json", "",
+                        "-plot", ""])
+    assert [r["problem"]["name"] for r in reports] == ["poisson3d", "random_inclusions3d"]
+    its = []
+    for report in reports:
+        assert report["problem"]["grid"] == [16, 16, 16]
+        assert report["problem"]["boxes"] == [3, 3, 3] and report["problem"]["n0"] == 8
+        assert report["problem"]["overlap"] == 1  # the 3D default
+        assert [r["method"] for r in report["results"]] == methods
+        for r in report["results"]:
+            assert r["converged"] is True and r["rnorm_true"] < 1e-8, r
+        its.append({r["method"]: r["iterations"] for r in report["results"]})
+    assert its[0]["twolevel"] <= its[0]["asm"], its
+    assert its[1]["spectral"] < 0.75 * its[1]["asm"], its
+    assert reports[1]["problem"]["contrast"] == 1e6 and reports[1]["problem"]["seed"] == 200000
+
+
+@pytest.mark.mpi
+def test_example_3d_default_size_and_bad_input():
+    mod = _load_example()
+    report = mod.main(["-problem", "poisson3d", "-subdomains", "8", "-methods", "gamg",
+                       "-json", "", "-plot", ""])[0]
+    assert report["problem"]["grid"] == [mod.DEFAULT_N[3]] * 3 == [32, 32, 32]
+    assert report["results"][0]["converged"]
+    with pytest.raises(ValueError, match="5 subdomains along x .* N must not exceed"):
+        mod.main(["-problem", "poisson3d", "-n", "4", "-subdomains", "125", "-json", "",
+                  "-plot", ""])
+    with pytest.raises(ValueError, match=re.escape("is outside [1, 1e+12]")):
+        mod.main(["-problem", "random_channels3d", "-n", "4", "-contrast", "1e13",
+                  "-json", "", "-plot", ""])
+    with pytest.raises(ValueError, match="unknown -problem \\['poisson4d'\\]"):
+        mod.main(["-problem", "poisson4d", "-json", "", "-plot", ""])
+
+
+@pytest.mark.mpi
+def test_example_3d_learned_methods(tmp_path):
+    """The learned methods of the main job train and run on a 3D problem."""
+    comm = MPI.COMM_WORLD
+    cache = comm.bcast(str(tmp_path / "cache3d"), root=0)
+    mod = _load_example()
+    report = mod.main(["-problem", "poisson3d", "-n", "8", "-subdomains", "8", "-cache", cache,
+                       "-methods", "twolevel,attention_coarse,learned_insitu",
+                       "-attention_steps", "4", "-learned_insitu_steps", "2",
+                       "-learned_insitu_eval_every", "1", "-json", "", "-plot", ""])[0]
+    res = {r["method"]: r for r in report["results"]}
+    for m in ("twolevel", "attention_coarse", "learned_insitu"):
+        assert res[m]["converged"] and res[m]["rnorm_true"] < 1e-8, res[m]
+    assert res["attention_coarse"]["train_s"] > 0
+
+
+@pytest.mark.parametrize("trained,used", [((8, 8), (4, 4, 4)), ((4, 4, 4), (8, 8))])
+def test_checkpoint_of_another_dimension_is_refused(tmp_path, trained, used):
+    """A paper-form operator trained in 2D is refused for a 3D problem and the reverse, with
+    the fix named (64 unknowns either way, so sizes alone would not tell)."""
+    from ddlearn.decomposition.problems import Poisson2D, Poisson3D
+    from ddlearn.learned.operators import checkpoint
+    from ddlearn.learned.operators.attention import SchwarzAttention
+    from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
+    make = {2: Poisson2D, 3: Poisson3D}
+    path = str(tmp_path / f"model{MPI.COMM_WORLD.rank}.pt")
+    model = SchwarzAttention(trained, 4, 1, 2, coarse="nicolaides", symmetric=True)
+    checkpoint.save(path, model, problem=make[len(trained)](trained[0]).describe())
+    with pytest.raises(ValueError, match="train a model for this configuration"):
+        checkpoint.load(path, problem=make[len(used)](used[0]).describe())
+    with pytest.raises(ValueError, match=re.escape(f"grid {list(trained)}, not {list(used)}: "
+                                                   f"train")):
+        DistributedSchwarzAttention.load(path, comm=MPI.COMM_SELF, grid=list(used))
+
+
+# -- the FEM client in 3D ------------------------------------------------------------------
+
+FEM = ROOT / "examples" / "fem_diffusion.py"
+
+
+@pytest.mark.mpi
+def test_fem_client_3d_rows_are_the_serial_system():
+    """Each rank assembles only the tetrahedra touching its rows; those rows are the rows of
+    the whole system assembled serially."""
+    fem = _load_example(FEM, "fem_example")
+    from petsc4py import PETSc
+    for geometry in ("cube", "ball"):
+        rows, b, xyz, (lo, hi), n = fem.system3d(6, "lognormal", 1e6, 1, geometry, 2,
+                                                 comm=PETSc.COMM_WORLD)
+        full, b_full, xyz_full, whole, n_full = fem.system3d(6, "lognormal", 1e6, 1, geometry, 2)
+        assert n == n_full and whole == (0, n) and rows.shape == (hi - lo, n)
+        assert MPI.COMM_WORLD.allreduce(hi - lo) == n
+        np.testing.assert_allclose(rows.toarray(), full[lo:hi].toarray(), rtol=0,
+                                   atol=1e-12 * abs(full).max())
+        np.testing.assert_allclose(b, b_full[lo:hi], rtol=1e-13)
+        np.testing.assert_array_equal(xyz, xyz_full[lo:hi])
+        assert abs(full - full.T).max() <= 1e-12 * abs(full).max()
+        if geometry == "ball":  # every node inside the ball of radius 1/2 about the centre
+            assert np.linalg.norm(xyz_full - 0.5, axis=1).max() < 0.5
+
+
+@pytest.mark.mpi
+def test_fem_client_3d_converges_with_a_two_level_pc():
+    fem = _load_example(FEM, "fem_example")
+    base = ["-dim", "3", "-m", "12", "-coefficient", "inclusions", "-contrast", "1e6",
+            "-ksp_type", "cg", "-pc_type", "python",
+            "-pc_python_type", "ddlearn.pc.TwoLevelSchwarzPC", "-ddlearn_subdomains", "64"]
+    runs = {c: fem.main(base + ["-ddlearn_coarse_space", c]) for c in ("none", "gdsw")}
+    for r in runs.values():
+        assert r["unknowns"] == 11 ** 3 and r["reason"] > 0 and r["rnorm_true"] < 1e-8, runs
+    assert runs["gdsw"]["iterations"] < 0.75 * runs["none"]["iterations"], runs
+    with pytest.raises(ValueError, match="unknown -coefficient 'stripes' in 3D"):
+        fem.main(["-dim", "3", "-m", "4", "-coefficient", "stripes"])
+    with pytest.raises(ValueError, match="-dim 4"):
+        fem.main(["-dim", "4"])

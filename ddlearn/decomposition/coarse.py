@@ -6,7 +6,8 @@ r"""Coarse spaces :math:`\Phi \in \mathbb{R}^{n\times n_0}` on a :class:`Decompo
   first non-overlapping index of subdomain ``k+1``) and falls linearly to zero at the
   neighbouring peaks (or the Dirichlet boundary). In 2D the Q1 hat functions on the subdomain
   grid: tensor products :math:`\phi_{kl}(x, y) = h_k(x)\,h_l(y)` of the 1D interface hats, one per
-  interior vertex of the box grid (:math:`n_0 = (N_x-1)(N_y-1)`).
+  interior vertex of the box grid (:math:`n_0 = (N_x-1)(N_y-1)`); in 3D likewise
+  :math:`\phi_{klm}(x, y, z) = h_k(x)\,h_l(y)\,h_m(z)`, :math:`n_0 = (N_x-1)(N_y-1)(N_z-1)`.
 - ``nicolaides``: :math:`D_i`-weighted piecewise constants, :math:`\Phi e_i = R_i^T D_i \mathbf 1`
   (:math:`n_0 = N`); a partition of unity everywhere.
 """
@@ -41,16 +42,20 @@ def interface_hats(dec: Decomposition) -> sp.csr_matrix:
 
 
 def q1_hats(dec: Decomposition) -> sp.csr_matrix:
-    """Q1 hat functions on the 2D box grid, shape ``(nx*ny, (Nx-1)*(Ny-1))``.
+    r"""Q1 hat functions on the 2D or 3D box grid, :math:`\Phi = H_y \otimes H_x` or
+    :math:`H_z \otimes H_y \otimes H_x` (:math:`H_a` the 1D interface hats of axis ``a``), shape
+    ``(n, prod_a (N_a - 1))``.
 
-    Column ``kx + ky*(Nx-1)`` belongs to the interior box-grid vertex ``(kx, ky)``.
+    Column ``kx + ky*(Nx-1) (+ kz*(Nx-1)*(Ny-1))`` belongs to the interior box-grid vertex
+    ``(kx, ky[, kz])``.
     """
-    if len(dec.grid) != 2:
-        raise ValueError("q1_hats is the 2D coarse space; use interface_hats in 1D")
-    Hx = _hats_1d(dec.grid[0], dec.offsets[0])
-    Hy = _hats_1d(dec.grid[1], dec.offsets[1])
-    # Natural index j = iy*nx + ix, so the y factor is the outer Kronecker factor.
-    return sp.kron(Hy, Hx, format="csr")
+    if len(dec.grid) not in (2, 3):
+        raise ValueError("q1_hats is the 2D/3D coarse space; use interface_hats in 1D")
+    # Natural index j = (iz*ny + iy)*nx + ix, so slower axes are outer Kronecker factors.
+    Phi = _hats_1d(dec.grid[0], dec.offsets[0])
+    for m, off in zip(dec.grid[1:], dec.offsets[1:]):
+        Phi = sp.kron(_hats_1d(m, off), Phi, format="csr")
+    return Phi
 
 
 def nicolaides(dec: Decomposition) -> sp.csr_matrix:
@@ -78,8 +83,9 @@ def hats_on_boxes(axis_index: np.ndarray, offsets) -> sp.csr_matrix:
     r"""Hats on a box grid of arbitrary points: the tensor product over the axes of the 1D
     interface hats (:func:`_hats_1d`), evaluated at each point's position ``axis_index[p, a]``
     among the distinct coordinate values of axis ``a``; ``offsets[a]`` splits those values into
-    boxes. On a tensor grid this is :func:`interface_hats` (1D) or :func:`q1_hats` (2D) row for
-    row, in any ordering of the points. Column ``k_x + k_y (B_x - 1)``."""
+    boxes. On a tensor grid this is :func:`interface_hats` (1D) or :func:`q1_hats` (2D, 3D) row
+    for row, in any ordering of the points. Column ``k_x + k_y (B_x - 1)
+    (+ k_z (B_x - 1)(B_y - 1))``."""
     n = axis_index.shape[0]
     cols, vals, width = np.zeros((n, 1), dtype=np.int64), np.ones((n, 1)), 1
     for a, off in enumerate(offsets):

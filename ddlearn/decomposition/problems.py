@@ -1,9 +1,10 @@
 """Model problems: discretised diffusion operators ``A`` (sparse SPD).
 
 Every problem numbers its unknowns in the *natural* order (1D: left to right; 2D: row-major,
-``j = iy * nx + ix``) and can produce any subset of its matrix rows, so that a distributed
-PETSc matrix is assembled from local rows only (:meth:`Problem.rows`), while serial code uses the
-whole scipy CSR matrix (:meth:`Problem.matrix`).
+``j = iy * nx + ix``; 3D: ``j = iz * nx * ny + iy * nx + ix``, x fastest) and can produce any
+subset of its matrix rows, so that a distributed PETSc matrix is assembled from local rows only
+(:meth:`Problem.rows`), while serial code uses the whole scipy CSR matrix
+(:meth:`Problem.matrix`).
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import scipy.sparse as sp
 
 from .coefficients import FAMILIES, coefficient
 
-__all__ = ["Problem", "Poisson1D", "Poisson2D", "Diffusion2D", "channels", "make_problem",
-           "PROBLEMS"]
+__all__ = ["Problem", "Poisson1D", "Poisson2D", "Poisson3D", "Diffusion", "Diffusion2D",
+           "Diffusion3D", "channels", "make_problem", "problem_dim", "PROBLEMS"]
 
 
 class Problem:
@@ -24,7 +25,8 @@ class Problem:
     name : str
         Registry name (see :data:`PROBLEMS`).
     grid : tuple of int
-        Interior points per direction, ``(n,)`` in 1D and ``(nx, ny)`` in 2D.
+        Interior points per direction, ``(n,)`` in 1D, ``(nx, ny)`` in 2D, ``(nx, ny, nz)`` in
+        3D.
     """
 
     name = "problem"
@@ -41,7 +43,7 @@ class Problem:
 
     @property
     def h(self) -> float:
-        """Mesh width of the unit interval/square, ``h = 1/(n+1)``."""
+        """Mesh width of the unit interval/square/cube, ``h = 1/(n+1)``."""
         return 1.0 / (self.grid[0] + 1)
 
     def rows(self, idx) -> sp.csr_matrix:
@@ -53,9 +55,11 @@ class Problem:
         return self.rows(np.arange(self.n))
 
     def coordinates(self) -> np.ndarray:
-        """Grid coordinates of the unknowns, shape ``(n, dim)``."""
+        r"""Grid coordinates of the unknowns in natural order, shape ``(n, dim)``: row ``j``
+        holds :math:`((i_x+1)h_x, (i_y+1)h_y, \dots)`, x fastest."""
         axes = [np.arange(1, m + 1) / (m + 1) for m in self.grid]
-        mesh = np.meshgrid(*axes, indexing="xy")
+        # "ij" indexing over the reversed axes puts x on the last (fastest) array axis
+        mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]
         return np.stack([m.ravel() for m in mesh], axis=1)
 
     def describe(self) -> dict:
@@ -95,40 +99,53 @@ class Poisson1D(Problem):
                              shape=(len(idx), n))
 
 
-class Diffusion2D(Problem):
-    r"""Five-point finite differences for :math:`-\nabla\cdot(\kappa\nabla u) = f` on the unit
-    square with homogeneous Dirichlet conditions, ``n x n`` interior points.
+class Diffusion(Problem):
+    r"""Finite differences for :math:`-\nabla\cdot(\kappa\nabla u) = f` on the unit square
+    (``dim = 2``, five-point stencil) or cube (``dim = 3``, seven-point stencil) with homogeneous
+    Dirichlet conditions, ``n`` interior points per direction, natural ordering with x fastest
+    (2D ``j = iy n + ix``, 3D ``j = iz n^2 + iy n + ix``).
 
-    The coefficient on the edge between grid points :math:`p` and :math:`q` is the harmonic mean
-    :math:`2\kappa_p\kappa_q/(\kappa_p+\kappa_q)`, so a high-contrast jump is not smeared over an
-    edge; :math:`(Au)_p = h^{-2}\sum_{q\sim p}\kappa_{pq}(u_p - u_q)`.
+    The coefficient on the face (edge in 2D) between neighbouring grid points :math:`p` and
+    :math:`q` is the harmonic mean :math:`\kappa_{pq} = 2\kappa_p\kappa_q/(\kappa_p+\kappa_q)`,
+    so a high-contrast jump is not smeared over a face;
+
+    .. math:: (Au)_p = h^{-2}\sum_{q\sim p}\kappa_{pq}(u_p - u_q),\qquad h = 1/(n+1),
+
+    where :math:`q` runs over the :math:`2\,\mathrm{dim}` grid neighbours and a neighbour on the
+    boundary contributes to the diagonal only (:math:`u_q = 0`).
 
     Parameters
     ----------
     n : int
         Interior points per direction.
     kappa : callable or ndarray
-        ``kappa(x, y)`` (vectorised) or an array of shape ``(n+2, n+2)`` of values at all grid
-        points including the boundary, indexed ``[iy, ix]``.
+        ``kappa(x, y)`` / ``kappa(x, y, z)`` (vectorised) or an array of shape ``(n+2,)*dim`` of
+        values at all grid points including the boundary, indexed ``[iy, ix]`` / ``[iz, iy, ix]``.
+    dim : {2, 3}
     label : str, optional
         Registry name shown by :meth:`describe`.
     info : dict, optional
         Extra entries of :meth:`describe` (e.g. a family's contrast and seed).
     """
 
-    name = "diffusion2d"
+    name = "diffusion"
 
-    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None):
+    def __init__(self, n: int, kappa, dim: int = 2, label: str | None = None,
+                 info: dict | None = None):
         n = _check_size(n, "n")
-        self.grid = (n, n)
-        t = np.arange(n + 2) / (n + 1)
+        if dim not in (2, 3):
+            raise ValueError(f"Diffusion is 2D or 3D, got dim = {dim!r}; use Poisson1D in 1D")
+        self.grid = (n,) * dim
+        shape = (n + 2,) * dim
         if callable(kappa):
-            X, Y = np.meshgrid(t, t, indexing="xy")
-            kappa = np.broadcast_to(np.asarray(kappa(X, Y), dtype=float), X.shape)
+            t = np.arange(n + 2) / (n + 1)
+            # arrays indexed [..., iy, ix]: the x axis last, so x varies fastest
+            X = np.meshgrid(*(t,) * dim, indexing="ij")[::-1]
+            kappa = np.broadcast_to(np.asarray(kappa(*X), dtype=float), shape)
         kappa = np.asarray(kappa, dtype=float)
-        if kappa.shape != (n + 2, n + 2):
+        if kappa.shape != shape:
             raise ValueError(f"kappa has shape {kappa.shape}; it needs one value per grid point "
-                             f"including the boundary, shape {(n + 2, n + 2)}")
+                             f"including the boundary, shape {shape}")
         if not np.all(np.isfinite(kappa)) or np.any(kappa <= 0):
             raise ValueError("kappa must be finite and positive everywhere")
         self.kappa = kappa
@@ -136,32 +153,72 @@ class Diffusion2D(Problem):
         if label is not None:
             self.name = label
 
-    def _edge(self, a, b):
+    @staticmethod
+    def _edge(a, b):
+        """Harmonic mean :math:`2ab/(a+b)` of the two point values at a face."""
         return 2.0 * a * b / (a + b)
 
     def rows(self, idx):
+        """Rows ``A[idx, :]`` (natural ordering), vectorised over ``idx``: every rank assembles
+        only its own rows of a distributed matrix."""
         idx = np.asarray(idx, dtype=np.int64)
-        n = self.grid[0]
+        n, dim, m = self.grid[0], self.dim, len(idx)
         inv_h2 = 1.0 / self.h**2
-        ix, iy = idx % n, idx // n
-        # Padded indices address kappa including its boundary ring.
-        k_here = self.kappa[iy + 1, ix + 1]
-        r, c, v = [], [], []
-        diag = np.zeros(len(idx))
-        for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-            jx, jy = ix + dx, iy + dy
-            k_edge = self._edge(k_here, self.kappa[jy + 1, jx + 1]) * inv_h2
-            diag += k_edge
-            ok = (jx >= 0) & (jx < n) & (jy >= 0) & (jy < n)
-            r.append(np.flatnonzero(ok)), c.append((jy * n + jx)[ok]), v.append(-k_edge[ok])
-        r.append(np.arange(len(idx))), c.append(idx), v.append(diag)
-        return sp.csr_matrix((np.concatenate(v), (np.concatenate(r), np.concatenate(c))),
-                             shape=(len(idx), self.n))
+        sub = np.unravel_index(idx, self.grid[::-1])[::-1]  # (ix, iy[, iz])
+        # flat index into the padded kappa (boundary ring included), x fastest
+        kflat = self.kappa.reshape(-1)
+        pad = np.zeros(m, dtype=np.int64)
+        for a in reversed(range(dim)):
+            pad = pad * (n + 2) + (sub[a] + 1)
+        k_here = kflat[pad]
+        # One column per stencil slot, in increasing column order (-z, -y, -x, centre, +x,
+        # +y, +z), so that the CSR rows come out sorted without a sort.
+        slots = 2 * dim + 1
+        cols = np.empty((m, slots), dtype=np.int64)
+        vals = np.empty((m, slots))
+        keep = np.ones((m, slots), dtype=bool)
+        diag = np.zeros(m)
+        # The diagonal sums the faces in the order -x, +x, -y, +y(, -z, +z): the 2D matrix
+        # stays bit for bit what it has always been.
+        for a in range(dim):
+            stride, pstride = n ** a, (n + 2) ** a
+            for s in (-1, 1):
+                k_face = self._edge(k_here, kflat[pad + s * pstride]) * inv_h2
+                diag += k_face
+                slot = dim + s * (a + 1)
+                j = sub[a] + s
+                keep[:, slot] = (j >= 0) & (j < n)
+                cols[:, slot] = idx + s * stride
+                vals[:, slot] = -k_face
+        cols[:, dim], vals[:, dim] = idx, diag
+        indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
+        return sp.csr_matrix((vals[keep], cols[keep], indptr), shape=(m, self.n))
 
     def describe(self):
         d = super().describe()
         d["kappa_min"], d["kappa_max"] = float(self.kappa.min()), float(self.kappa.max())
         return {**d, **self.info}
+
+
+class Diffusion2D(Diffusion):
+    r"""Five-point :class:`Diffusion` on the unit square, ``n x n`` interior points;
+    ``kappa(x, y)`` or an ``(n+2, n+2)`` array indexed ``[iy, ix]``."""
+
+    name = "diffusion2d"
+
+    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None):
+        super().__init__(n, kappa, 2, label, info)
+
+
+class Diffusion3D(Diffusion):
+    r"""Seven-point :class:`Diffusion` on the unit cube, ``n^3`` interior points, natural
+    ordering ``j = iz n^2 + iy n + ix``; ``kappa(x, y, z)`` or an ``(n+2, n+2, n+2)`` array
+    indexed ``[iz, iy, ix]``."""
+
+    name = "diffusion3d"
+
+    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None):
+        super().__init__(n, kappa, 3, label, info)
 
 
 class Poisson2D(Diffusion2D):
@@ -172,6 +229,19 @@ class Poisson2D(Diffusion2D):
     def __init__(self, n: int):
         n = _check_size(n, "n")
         super().__init__(n, np.ones((n + 2, n + 2)))
+
+    def describe(self):
+        return Problem.describe(self)
+
+
+class Poisson3D(Diffusion3D):
+    r"""The 7-point Laplacian :math:`h^{-2}(6u_p - \sum_{q\sim p} u_q)` on the unit cube."""
+
+    name = "poisson3d"
+
+    def __init__(self, n: int):
+        n = _check_size(n, "n")
+        super().__init__(n, np.ones((n + 2,) * 3))
 
     def describe(self):
         return Problem.describe(self)
@@ -202,28 +272,46 @@ def _channels_problem(n, contrast=1e6, count=5):
     return Diffusion2D(n, channels(contrast, count), label="channels")
 
 
-def _family(name):
+def _family(name, dim=2):
+    suffix = "3d" if dim == 3 else ""  # the 2D names predate 3D and keep no suffix
+
     def make(n, contrast=1e6, seed=0):
-        return Diffusion2D(n, coefficient(name, n, contrast, seed), label=f"random_{name}",
-                           info={"contrast": contrast, "seed": seed})
+        cls = Diffusion2D if dim == 2 else Diffusion3D
+        return cls(n, coefficient(name, n, contrast, seed, dim=dim),
+                   label=f"random_{name}{suffix}", info={"contrast": contrast, "seed": seed})
     return make
 
 
 PROBLEMS = {
     "poisson1d": Poisson1D,
     "poisson2d": Poisson2D,
+    "poisson3d": Poisson3D,
     "channels": _channels_problem,
     **{f"random_{name}": _family(name) for name in FAMILIES},
+    **{f"random_{name}3d": _family(name, 3) for name in FAMILIES},
 }
+
+#: dimension of each registry entry (known before a problem is built, e.g. for default sizes)
+_DIMS = {"poisson1d": 1, "poisson2d": 2, "poisson3d": 3, "channels": 2,
+         **{f"random_{name}": 2 for name in FAMILIES},
+         **{f"random_{name}3d": 3 for name in FAMILIES}}
+
+
+def problem_dim(name: str) -> int:
+    """Space dimension (1, 2 or 3) of the registry problem ``name``."""
+    if name not in _DIMS:
+        raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}")
+    return _DIMS[name]
 
 
 def make_problem(name: str, n: int, **kwargs) -> Problem:
-    """Build a problem by registry name: ``poisson1d``, ``poisson2d``, ``channels`` or a seeded
-    coefficient family ``random_channels``, ``random_inclusions``, ``random_lognormal``
-    (:mod:`.coefficients`).
+    """Build a problem by registry name: ``poisson1d``, ``poisson2d``, ``poisson3d``,
+    ``channels`` or a seeded coefficient family ``random_channels``, ``random_inclusions``,
+    ``random_lognormal`` (2D) and ``random_channels3d``, ``random_inclusions3d``,
+    ``random_lognormal3d`` (3D, :mod:`.coefficients`).
 
-    ``n`` is the number of interior points per direction; ``channels`` accepts ``contrast`` and
-    ``count``, the families ``contrast`` and ``seed``.
+    ``n`` is the number of interior points per direction (``n^3`` unknowns in 3D);
+    ``channels`` accepts ``contrast`` and ``count``, the families ``contrast`` and ``seed``.
     """
     try:
         factory = PROBLEMS[name]

@@ -5,12 +5,14 @@ multiplicities :math:`m_j` and partition-of-unity weights :math:`D_i`.
 most one), each extended by :math:`n_\delta` indices into its neighbours (clipped at the boundary),
 so neighbours share :math:`2n_\delta` points. 2D: the ``nx x ny`` grid is split into
 ``Nx x Ny`` boxes, each extended by :math:`n_\delta` grid layers in every direction (a box, so
-corner points of the overlap belong to four subdomains).
+corner points of the overlap belong to four subdomains). 3D: the same with ``Nx x Ny x Nz``
+boxes of the ``nx x ny x nz`` grid (corner points of the overlap in eight subdomains).
 
-Subdomain ``i`` of a 2D box grid sits at box ``(i % Nx, i // Nx)``. Subdomains are assigned to MPI
-ranks in contiguous, balanced blocks; the PETSc ordering numbers the unknowns subdomain by
-subdomain (each subdomain's non-overlapping set in turn), so each rank owns a contiguous block
-of rows that is exactly the union of its subdomains' non-overlapping sets.
+Subdomain ``i`` of a box grid sits at box ``(i % Nx, i // Nx)`` in 2D and
+``(i % Nx, (i // Nx) % Ny, i // (Nx Ny))`` in 3D (x fastest, like the unknowns). Subdomains are
+assigned to MPI ranks in contiguous, balanced blocks; the PETSc ordering numbers the unknowns
+subdomain by subdomain (each subdomain's non-overlapping set in turn), so each rank owns a
+contiguous block of rows that is exactly the union of its subdomains' non-overlapping sets.
 """
 from __future__ import annotations
 
@@ -60,12 +62,13 @@ class Decomposition:
     Parameters
     ----------
     grid : tuple of int
-        ``(n,)`` or ``(nx, ny)`` interior points (natural ordering, row-major in 2D).
+        ``(n,)``, ``(nx, ny)`` or ``(nx, ny, nz)`` interior points (natural ordering, x
+        fastest).
     N : int
-        Number of subdomains. In 2D it is split into a box grid by :func:`box_grid` unless
-        ``boxes=(Nx, Ny)`` is given.
+        Number of subdomains. In 2D and 3D it is split into a box grid by :func:`box_grid`
+        unless ``boxes=(Nx, Ny[, Nz])`` is given.
     overlap : int
-        :math:`n_\delta \ge 0`, indices (1D) or grid layers (2D) added on each side.
+        :math:`n_\delta \ge 0`, indices (1D) or grid layers (2D, 3D) added on each side.
 
     Attributes
     ----------
@@ -79,8 +82,10 @@ class Decomposition:
 
     def __init__(self, grid, N: int, overlap: int, boxes=None):
         grid = tuple(int(g) for g in grid)
-        if len(grid) not in (1, 2):
-            raise ValueError(f"grid must be 1D or 2D, got {grid}")
+        if len(grid) not in (1, 2, 3):
+            raise ValueError(f"grid must be 1D, 2D or 3D, got {grid}")
+        if min(grid) < 1:
+            raise ValueError(f"grid {grid} has no interior points along some axis")
         if int(N) != N or N < 1:
             raise ValueError(f"number of subdomains N must be a positive integer, got {N!r}")
         if int(overlap) != overlap or overlap < 0:
@@ -89,13 +94,17 @@ class Decomposition:
         if len(grid) == 1:
             self.boxes = (self.N,)
         else:
-            self.boxes = tuple(boxes) if boxes is not None else box_grid(self.N)
-            if int(np.prod(self.boxes)) != self.N:
-                raise ValueError(f"boxes {self.boxes} do not multiply to N = {self.N}")
-        for m, B, axis in zip(grid, self.boxes, "xy"):
+            self.boxes = (tuple(int(b) for b in boxes) if boxes is not None
+                          else box_grid(self.N, len(grid)))
+            if len(self.boxes) != len(grid) or int(np.prod(self.boxes)) != self.N:
+                raise ValueError(f"boxes {self.boxes} do not multiply to N = {self.N} in "
+                                 f"{len(grid)} dimensions")
+        for m, B, axis in zip(grid, self.boxes, "xyz"):
             if B > m:
-                raise ValueError(f"{B} subdomains along {axis} but only {m} grid points: "
-                                 f"N must not exceed the number of points (N > n)")
+                raise ValueError(f"{B} subdomains along {axis} (box grid {self.boxes}) but only "
+                                 f"{m} grid points: N must not exceed the number of points "
+                                 f"(N > n) along any axis; use fewer subdomains, a number of "
+                                 f"subdomains with a more cube-like box grid, or a finer grid")
         # Per direction: offsets of the equal contiguous sets.
         self.offsets = [split(m, B) for m, B in zip(grid, self.boxes)]
         smallest = min(int(np.diff(o).min()) for o in self.offsets)
@@ -105,7 +114,7 @@ class Decomposition:
                              f"n_delta <= {smallest} or fewer subdomains")
         self.owned, self.subdomains = [], []
         for i in range(self.N):
-            box = np.unravel_index(i, self.boxes[::-1])[::-1]  # (bx, by): x fastest
+            box = np.unravel_index(i, self.boxes[::-1])[::-1]  # (bx, by[, bz]): x fastest
             lo = [o[b] for o, b in zip(self.offsets, box)]
             hi = [o[b + 1] for o, b in zip(self.offsets, box)]
             self.owned.append(self._box_indices(lo, hi))
@@ -117,11 +126,12 @@ class Decomposition:
             self.multiplicity[I] += 1
 
     def _box_indices(self, lo, hi):
-        if len(self.grid) == 1:
-            return np.arange(lo[0], hi[0], dtype=np.int64)
-        ix = np.arange(lo[0], hi[0], dtype=np.int64)
-        iy = np.arange(lo[1], hi[1], dtype=np.int64)
-        return (iy[:, None] * self.grid[0] + ix[None, :]).ravel()
+        r"""Natural indices :math:`\sum_a i_a \prod_{b<a} n_b` of the box
+        :math:`\prod_a [lo_a, hi_a)`, sorted (x fastest)."""
+        idx = np.zeros((), dtype=np.int64)
+        for a in reversed(range(len(self.grid))):
+            idx = idx[..., None] * self.grid[a] + np.arange(lo[a], hi[a], dtype=np.int64)
+        return idx.ravel()
 
     @property
     def n(self) -> int:
