@@ -117,7 +117,7 @@ def test_gdsw_family_properties_on_any_rank_count(family):
     sets, _ = _gathered_sets(ctx)
     As = gathered_csr(A)
     Phi = gathered_csr(ctx.Phi)
-    part = COMM.bcast(ctx.subdomains.part, root=0)
+    part = COMM.bcast(ctx.subdomains.gather_part(), root=0)
     gamma, component, _ = interface_components(As, part)
     interior = np.setdiff1d(np.arange(n * n), gamma)
     assert np.abs((As @ Phi)[interior]).max() <= 1e-9 * abs(As).max()

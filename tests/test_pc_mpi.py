@@ -1,5 +1,6 @@
 """SchwarzAttentionPC selected through PETSc options, on 1-4 ranks."""
 import numpy as np
+import scipy.sparse as sp
 import pytest
 import torch
 from mpi4py import MPI
@@ -11,6 +12,7 @@ from ddlearn.learned.operators.attention import SchwarzAttention
 from ddlearn.decomposition.layout import Layout
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
+from ddlearn.pc import set_coordinates
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -87,3 +89,18 @@ def test_pc_bad_inputs_on_every_rank(tmp_path):
     msgs = raised_everywhere(lambda: run({"model": path, "mode": "magic"}), exc=Exception)
     assert all(m and "unknown -ddlearn_mode 'magic'" in m for m in msgs), msgs
     b.destroy(), other.destroy()
+    # a 2D 8 x 8 model on a 3D 4 x 4 x 4 matrix: the same 64 rows, another dimension
+    p2 = make_problem("poisson2d", 8)
+    path2, model2 = _model_file(tmp_path, p2, 4, 1, 2, name="flat.pt")
+    cube = make_problem("poisson3d", 4)
+    L = Layout(model2.dec)
+    rows = cube.rows(L.local_natural())
+    A3 = L.aij(sp.csr_matrix((rows.data, L.iperm[rows.indices], rows.indptr), shape=rows.shape))
+    set_coordinates(A3, cube.coordinates()[L.local_natural()])
+    b3 = A3.createVecLeft()
+    b3.set(1.0)
+    msgs = raised_everywhere(lambda: solve_with_pc_options(A3, b3, "dim_", model=path2),
+                             exc=Exception)
+    assert all(m and "coordinates are 3D but the model was trained on the 2D grid" in m
+               for m in msgs), msgs
+    b3.destroy(), A3.destroy()

@@ -9,8 +9,8 @@ import torch
 from ddlearn.learned.common import atomic_write
 from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
+from ddlearn.decomposition.problems import Poisson1D, Poisson2D, make_problem
 from ddlearn.learned.operators.data import fourier_rhs, make_splits
-from ddlearn.decomposition.problems import Poisson1D, Poisson2D
 from ddlearn.learned.operators.training import TrainConfig, evaluate, train
 
 
@@ -34,6 +34,12 @@ def test_fourier_data_and_exact_targets():
     F1 = fourier_rhs(Poisson1D(31), 3, 4, rng=np.random.default_rng(5))
     F2 = fourier_rhs(Poisson1D(31), 3, 4, rng=np.random.default_rng(5))
     np.testing.assert_array_equal(F1, F2)
+    # 3D: the data varies along every axis, and a rank's rows equal the serial ones
+    p3 = make_problem("poisson3d", 5)
+    F3 = fourier_rhs(p3, 4, 3)
+    planes = F3.reshape(4, 5, 5, 5)  # [count, z, y, x]
+    assert np.ptp(planes.std(axis=(2, 3)), axis=1).min() > 0.1
+    np.testing.assert_allclose(fourier_rhs(p3, 4, 3, rows=np.arange(30, 70)), F3[:, 30:70])
 
 
 def test_tiny_training_reaches_stated_error(small):

@@ -55,7 +55,7 @@ def test_user_subdomains_give_the_same_operator():
         set_subdomains(B, [rng.permutation(s) for s in sets], overlapping=flag)
         pc = pc_from_options(B, f"us_{k}_", pc=PC, coarse_space="nicolaides")
         ctx = pc.getPythonContext()
-        # parts grown here by MatIncreaseOverlap are the PC's own overlapping subdomains
+        # parts grown here by graph layers (in parallel) are the PC's own overlapping subdomains
         assert all(np.array_equal(a, b) for a, b in zip(ctx.subdomains.overlapping, overlapping))
         assert ctx.subdomains.partitioner == "user"
         np.testing.assert_allclose(apply_gathered(pc, B, x), y, rtol=0,

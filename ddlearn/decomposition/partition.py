@@ -446,12 +446,18 @@ class Subdomains:
                              f"the non-overlapping subdomain index sets cover {twice} rows "
                              f"twice or not at all: give disjoint sets covering every row, or "
                              f"overlapping sets (overlapping=True)")
+        sizes = cls._all_sizes(mpi, int(N), ids, I)
+        # a grown part covering everything repeats the global problem: its coarse functions
+        # are linearly dependent on the others' (a singular coarse matrix)
+        collective_check(comm, overlapping or N == 1 or sizes.max() < n,
+                         f"overlap {overlap} makes subdomain {int(sizes.argmax())} the whole "
+                         f"domain ({n // bs} {'nodes' if bs > 1 else 'rows'}): use a smaller "
+                         f"-ddlearn_overlap or fewer subdomains")
         weights = [1.0 / w for w in _values_at(m, I)]
         m.destroy()
         clock.lap("multiplicity_s")
-        return cls(comm, int(N), int(overlap), partitioner, ids, I, O,
-                   cls._all_sizes(mpi, int(N), ids, I), weights, coarse_rank, bs, None, orders,
-                   clock.timing)
+        return cls(comm, int(N), int(overlap), partitioner, ids, I, O, sizes, weights,
+                   coarse_rank, bs, None, orders, clock.timing)
 
     @classmethod
     def from_layout(cls, layout, to_global: np.ndarray) -> "Subdomains":
@@ -481,11 +487,6 @@ class Subdomains:
             for i, o in zip(ids, owned):
                 part[o] = i
         return part
-
-    @property
-    def part(self) -> np.ndarray | None:
-        """:meth:`gather_part` on rank 0; collective, so every rank must read it."""
-        return self.gather_part()
 
     def index_sets(self, overlapping: bool = True) -> list[PETSc.IS]:
         """PETSc index sets of this rank's subdomains: :math:`I_i`, or the owned parts."""

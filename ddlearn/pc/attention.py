@@ -27,6 +27,7 @@ mismatch is refused on every rank.
 """
 from __future__ import annotations
 
+from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..classical.krylov import require_symmetric_pc
@@ -34,6 +35,7 @@ from ..classical.overlapping import asm_pc
 from ..decomposition.collective import collective_check
 from ..learned.coarse.basis import INSITU_KIND
 from ..learned.operators.distributed import DistributedSchwarzAttention
+from .inputs import get_coordinates
 
 __all__ = ["SchwarzAttentionPC", "MODES"]
 
@@ -84,6 +86,15 @@ class SchwarzAttentionPC:
                          f"the model's decomposition needs ({layout.nlocal}, {layout.n}): assemble "
                          f"A with ddlearn.decomposition.layout.Layout for the model's "
                          f"decomposition, or load a model trained for this problem")
+        coords = get_coordinates(pc, P)
+        dim, grid = len(layout.dec.grid), layout.dec.grid
+        got = comm.tompi4py().allreduce(coords.shape[1] if coords is not None and coords.ndim == 2
+                                        else 0, op=MPI.MAX)
+        # the row count alone cannot tell a 2D 8 x 8 model from a 3D 4 x 4 x 4 matrix
+        collective_check(comm, got in (0, dim),
+                         f"the matrix's coordinates are {got}D but the model was trained on the "
+                         f"{dim}D grid {list(grid)}: train a model on this problem "
+                         f"(examples/poisson.py -problem NAME -methods attention)")
         if self.mode == "additive":
             if self.asm is None:
                 self.asm = asm_pc(P, layout, "basic",

@@ -12,12 +12,17 @@ Select it from the options database (``-<prefix>`` is the PC's options prefix)::
                                   learned, learned_insitu); default hats with coordinates on a
                                   box partition of a scalar problem, nicolaides otherwise
     -<prefix>ddlearn_<name>_...   the family's own options (e.g. -ddlearn_spectral_nev 8,
+                                  -ddlearn_spectral_pencil {dirichlet,neumann},
+                                  -ddlearn_spectral_partition_of_unity {auto,multiplicity,
+                                  boolean,interior},
                                   -ddlearn_learned_model FILE, -ddlearn_learned_insitu_model FILE)
     -<prefix>ddlearn_subdomains N number of subdomains, independent of the ranks (default 4 per rank)
     -<prefix>ddlearn_overlap k    overlap in layers of the matrix graph (default 1)
-    -<prefix>ddlearn_partition {boxes,rcb,metis,local}
+    -<prefix>ddlearn_partition {boxes,rcb,metis,local,local_metis}
                                   default boxes with coordinates, metis (the graph) without;
-                                  local: each rank's rows are one subdomain
+                                  local: each rank's rows are one subdomain; local_metis: METIS
+                                  on each rank's own rows; all but metis never gather the
+                                  graph on one rank (ddlearn.decomposition.partition)
     -<prefix>ddlearn_local_type {basic,restrict}
                                   basic: symmetric, for CG (default); restrict: RAS, GMRES
     -<prefix>ddlearn_coarse_correction {additive,balanced,deflated}   (default additive)
@@ -283,12 +288,14 @@ class TwoLevelSchwarzPC:
     def _basis(self) -> PETSc.Mat:
         vectors = self.space.vectors(self._input)
         prefix = self._input.prefix
-        collective_check(self._input.comm, self.coarse_ranks <= vectors.n0,
+        # n_0 = 0 (e.g. GDSW on one subdomain: no interface) leaves one level on one rank
+        collective_check(self._input.comm, vectors.n0 == 0 or self.coarse_ranks <= vectors.n0,
                          f"-{prefix}coarse_ranks {self.coarse_ranks} is more than the n_0 = "
                          f"{vectors.n0} coarse functions of -{prefix}coarse_space "
                          f"{self.space.name}: use -{prefix}coarse_ranks {max(vectors.n0, 1)} "
                          f"or fewer")
-        return coarse_basis(self._input, vectors, self.coarse_rank, self.coarse_ranks)
+        return coarse_basis(self._input, vectors, self.coarse_rank,
+                            self.coarse_ranks if vectors.n0 else 1)
 
     # -- PC protocol ----------------------------------------------------------------------
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:

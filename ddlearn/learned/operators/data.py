@@ -34,10 +34,15 @@ def fourier_rhs(problem, count: int, modes: int, decay: float = 0.0,
     if problem.dim == 1:
         a = rng.standard_normal((count, modes)) * k ** (-float(decay))
         return a @ S[0].T
-    kk = np.hypot(k[:, None], k[None, :])
-    a = rng.standard_normal((count, modes, modes)) * kk ** (-float(decay))
-    # f[c, row] = sum_{k,l} a[c, l, k] sin(k pi x_row) sin(l pi y_row)
-    return np.einsum("clk,rl,rk->cr", a, S[1], S[0])
+    if problem.dim == 2:
+        kk = np.hypot(k[:, None], k[None, :])
+        a = rng.standard_normal((count, modes, modes)) * kk ** (-float(decay))
+        # f[c, row] = sum_{k,l} a[c, l, k] sin(k pi x_row) sin(l pi y_row)
+        return np.einsum("clk,rl,rk->cr", a, S[1], S[0])
+    kk = np.sqrt(k[:, None, None] ** 2 + k[None, :, None] ** 2 + k[None, None, :] ** 2)
+    a = rng.standard_normal((count, modes, modes, modes)) * kk ** (-float(decay))
+    # f[c, row] = sum_{k,l,m} a[c, m, l, k] sin(k pi x_row) sin(l pi y_row) sin(m pi z_row)
+    return np.einsum("cmlk,rm,rl,rk->cr", a, S[2], S[1], S[0])
 
 
 class ExactSolver:
