@@ -71,8 +71,13 @@ COARSE_SOLVE = {
                 "ddlearn_coarse_pc_type": "python",
                 "ddlearn_coarse_pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
                 "ddlearn_coarse_ddlearn_subdomains": "{coarse_N}",
+                "ddlearn_coarse_ddlearn_overlap": "{coarse_overlap}",
                 "ddlearn_coarse_ddlearn_coarse_space": "nicolaides"},
 }
+#: default overlap of the coarse level's subdomains (groups of whole fine subdomains'
+#: functions): one layer of A_0's graph adds every neighbouring fine subdomain, which in 3D
+#: turns a 2 x 2 x 2 group into the whole 4 x 4 x 4 coarse domain
+COARSE_OVERLAP = 0
 DDLEARN = [name + solve for name in COARSE for solve in COARSE_SOLVE
            if not (name == "one-level" and solve)]
 PETSC = ["asm", "gamg", "mg+gdsw", "cholesky"]
@@ -139,7 +144,7 @@ def _coordinates(problem, lo: int, hi: int) -> np.ndarray:
     return np.stack(out, axis=1)
 
 
-def options_for(method: str, N: int, size: int) -> dict:
+def options_for(method: str, N: int, size: int, coarse_overlap: int = COARSE_OVERLAP) -> dict:
     if method in PETSC:
         return dict(PETSC_REFERENCE[method])
     name, _, solve = method.partition("/")
@@ -149,7 +154,7 @@ def options_for(method: str, N: int, size: int) -> dict:
     # third level: about 8 fine subdomains per coarse subdomain, at least one per rank
     coarse_N = max(size, N // 8)
     for k, v in COARSE_SOLVE["/" + solve if solve else ""].items():
-        opts[k] = v.format(size=size, coarse_N=coarse_N)
+        opts[k] = v.format(size=size, coarse_N=coarse_N, coarse_overlap=coarse_overlap)
     return opts
 
 
@@ -161,7 +166,7 @@ def _wall(fn, comm) -> float:
 
 
 def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
-            max_solve_s: float | None = None) -> dict:
+            max_solve_s: float | None = None, coarse_overlap: int = COARSE_OVERLAP) -> dict:
     """One solve of ``method`` on a freshly assembled matrix; a failure is a result."""
     size = COMM.Get_size()
     N, n = k ** dim, sub * k
@@ -169,7 +174,7 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
            "unknowns": n ** dim, "method": method, "ranks": size}
     direct = method == "cholesky"
     comm = PETSc.COMM_SELF if direct else PETSc.COMM_WORLD
-    options = options_for(method, N, size)
+    options = options_for(method, N, size, coarse_overlap)
     opts = PETSc.Options()
     peak_rss_reset()
     COMM.Barrier()
@@ -267,7 +272,7 @@ def label(rec: dict) -> str:
 
 def benchmark(args) -> dict:
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "max_it": args.max_it,
-            "max_solve_s": args.max_solve_s,
+            "max_solve_s": args.max_solve_s, "coarse_overlap": args.coarse_overlap,
             "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()},
             "rows": []}
     if args.resume and os.path.exists(args.json):
@@ -284,7 +289,8 @@ def benchmark(args) -> dict:
                         continue
                     if method == "cholesky" and (sub * k) ** dim > args.direct_max:
                         continue
-                    rec = run_one(case, dim, sub, k, method, args.max_it, args.max_solve_s)
+                    rec = run_one(case, dim, sub, k, method, args.max_it, args.max_solve_s,
+                                  args.coarse_overlap)
                     data["rows"].append(rec)
                     _log(rec)
                     _write(data, args.json)
@@ -579,6 +585,8 @@ def main(argv=None):
     ap.add_argument("--max-it", type=int, default=1000)
     ap.add_argument("--max-solve-s", type=float, default=None,
                     help="stop a solve after this many seconds (recorded as time-limited)")
+    ap.add_argument("--coarse-overlap", type=int, default=COARSE_OVERLAP,
+                    help="overlap of the three-level method's coarse subdomains")
     ap.add_argument("--direct-max", type=int, default=300_000,
                     help="largest problem given to the one-rank Cholesky")
     args = ap.parse_args(argv)

@@ -126,3 +126,31 @@ def test_coarse_forms_quick(tmp_path):
     assert {(r["coarse"], r["correction"]) for r in rows if r["case"] == "channels 255^2"} == \
         {(c, f) for c in ("hats", "gdsw", "spectral") for f in mod.FORMS}
     assert "| rgdsw | 16 |" in mod.summary(json.loads(out.read_text()))
+
+
+def test_scaling_quick(tmp_path):
+    out = tmp_path / "sc.json"
+    mod = _load("scaling")
+    methods = ["one-level", "spectral", "spectral/dist", "spectral/3level", "gamg", "cholesky"]
+    data = mod.main(["--quick", "--json", str(out), "--cases", "inclusions", "--methods",
+                     *methods])
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["dim"], r["N"], r["method"]) for r in rows} == \
+        {(d, k ** d, m) for d in (2, 3) for k in mod.QUICK[d][1] for m in methods}
+    assert all(r["converged"] and r["rnorm_true"] < 1e-6 for r in rows), \
+        [r.get("error") for r in rows if not r.get("converged")]
+    for r in rows:
+        assert r["peak_rss_mb_max"] > 0
+        if r["method"] != "one-level" and r["method"] in mod.DDLEARN:
+            s = r["split"]
+            assert r["n0"] == 8 * r["N"] and s["apply_coarse_s"] > 0 and s["apply_local_s"] > 0
+    # exact distributed coarse solve: the same iterations as one rank's
+    its = {(r["dim"], r["N"], r["method"]): r["iterations"] for r in rows}
+    for d, N, m in its:
+        if m == "spectral/dist":
+            assert its[(d, N, m)] == its[(d, N, "spectral")]
+    assert "Iteration growth" in mod.summary(data)
+    projected = mod.model(data)
+    assert {p["dim"] for p in projected} == {2, 3}
+    assert all(p["apply_coarse_three_level_s"] < p["apply_coarse_two_level_s"]
+               for p in projected if p["N"] == 10_000)
