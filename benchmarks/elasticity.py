@@ -47,6 +47,7 @@ from petsc4py import PETSc  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from solvers.options import PETSC_REFERENCE  # noqa: E402
 
 CONTRASTS = (1.0, 1e3, 1e6)
@@ -155,11 +156,7 @@ def _log(rec: dict) -> dict:
 
 def _write(data: dict, path: str, comm) -> None:
     if comm.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
+        atomic_write_json(path, data)
 
 
 def targets(data: dict) -> list[dict]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 
 import numpy as np
@@ -37,6 +36,7 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates, set_subdomains  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -216,11 +216,7 @@ def run(A: PETSc.Mat, name: str, kind: str, parts: int, tag: str) -> dict:
 
 def _write(path: str, data: dict) -> None:
     if COMM.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
+        atomic_write_json(path, data)
 
 
 def summary(data: dict) -> str:

@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from ddlearn.decomposition.layout import distributed_aij  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 from solvers.options import PETSC_REFERENCE  # noqa: E402
 
@@ -316,11 +317,7 @@ def _log(rec: dict) -> None:
 
 def _write(data: dict, path: str) -> None:
     if COMM.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
+        atomic_write_json(path, data)
 
 
 # -- reports ------------------------------------------------------------------------------
