@@ -400,18 +400,25 @@ def plot(data: dict, stem: str) -> None:
               if _rows(data, d, c)]
     if not series:
         return
-    fig, axes = plt.subplots(1, len(series), figsize=(4.6 * len(series), 3.8), squeeze=False)
-    for ax, (dim, case) in zip(axes[0], series):
+    cols = min(3, len(series))
+    rows_ = -(-len(series) // cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(5.0 * cols, 3.9 * rows_), squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, (dim, case) in zip(axes.flat, series):
         rows = _rows(data, dim, case)
         for method in METHODS:
             pts = sorted((r["N"], r["iterations"]) for r in rows
                          if r["method"] == method and r.get("converged"))
-            if pts:
-                ax.plot(*zip(*pts), "s--" if method in PETSC else "o-", label=method)
+            if pts:  # one colour per method in every panel
+                ax.plot(*zip(*pts), "s--" if method in PETSC else "o-", label=method,
+                        color=plt.cm.tab20(METHODS.index(method) % 20))
         ax.set(xscale="log", yscale="log", xlabel="subdomains N (fixed size)",
                ylabel="CG iterations", title=f"{dim}D {case}")
         ax.grid(True, which="both", alpha=0.3)
-    axes[0, -1].legend(fontsize=6)
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()}
+    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower right",
+               ncol=2)
     fig.tight_layout()
     fig.savefig(stem + "_iterations.png", dpi=110)
     plt.close(fig)
