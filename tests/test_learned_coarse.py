@@ -16,13 +16,15 @@ import torch
 from mpi4py import MPI
 
 from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
-                      raised_everywhere)
+                      raised_everywhere, solve_with_pc_options)
 from ddlearn.classical import reference
+from ddlearn.classical.reference import neumann_matrix
 from ddlearn.classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import Diffusion2D, make_problem
 from ddlearn.learned.coarse.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
-                                          refine, ritz_loss, save_model, serial_basis)
+                                          refine, ritz_loss, save_model, serial_basis,
+                                          start_vectors)
 from ddlearn.learned.coarse.learned import Learned
 from ddlearn.learned.coarse.local_training import (LocalTrainConfig, check_iterations, main,
                                             step_fields, train_local_coarse)
@@ -284,6 +286,49 @@ def test_distributed_equals_serial_construction(tmp_path_factory, hats):
     y, y_ref = apply_gathered(pc, A, x), ref @ x
     assert np.abs(y - y_ref).max() <= 1e-12 * np.abs(y_ref).max()
     pc.destroy(), A.destroy()
+
+
+@pytest.mark.mpi
+def test_random_start_is_the_same_refinement_from_seeded_vectors(tmp_path_factory):
+    """``-ddlearn_learned_start random``: the refinement from seeded Gaussian vectors, the same
+    on any number of ranks (seeded per global subdomain id), SPD, and another basis than the
+    network's."""
+    path = _model_file(tmp_path_factory, seed=2)
+    A = client_matrix(31, 1e6)
+    b = A.createVecLeft()
+    b.set(1.0)
+    common = dict(pc=PC, subdomains=4, coarse_space="learned", learned_model=path,
+                  learned_nev=4, learned_steps=1)
+    res = {start: solve_with_pc_options(A, b, f"lc_start_{start}_", learned_start=start,
+                                        **common) for start in ("network", "random")}
+    assert all(r.converged and r.rnorm_true < 1e-6 for r in res.values()), res
+    pcs = {start: pc_from_options(A, f"lc_startb_{start}_", learned_start=start, **common)
+           for start in ("network", "random")}
+    Phis = {k: gathered_csr(p.getPythonContext().Phi).toarray() for k, p in pcs.items()}
+    assert Phis["network"].shape == Phis["random"].shape
+    scale = np.abs(Phis["network"]).max()
+    assert np.abs(Phis["network"] - Phis["random"]).max() > 1e-3 * scale
+    # the serial construction from the same seeded vectors, all subdomains in one batch
+    ctx = pcs["random"].getPythonContext()
+    s = ctx.subdomains
+    sets = sorted(sum(COMM.allgather([(int(i), I, D) for i, I, D in
+                                      zip(s.ids, s.overlapping, s.weights)]), []),
+                  key=lambda t: t[0])
+    model, _, _ = load_model(path)
+    batch = PatchBatch([neumann_matrix(gathered_csr(A), t[1]) for t in sets],
+                       [t[2] for t in sets], [t[0] for t in sets])
+    V = refine(batch, start_vectors(model, batch, "random"), 1, 4)
+    col = 0
+    for (_, I, D), (_, v) in zip(sets, V):
+        np.testing.assert_allclose(np.abs(Phis["random"][I, col:col + 4]),
+                                   np.abs(D[:, None] * v), atol=1e-8 * scale)
+        col += 4
+    for p in pcs.values():
+        p.destroy()
+    msgs = raised_everywhere(lambda: pc_from_options(A, "lc_start_bad_", learned_start="magic",
+                                                     **common).destroy(), exc=Exception)
+    assert all(m and "unknown -ddlearn_learned_start 'magic'" in m for m in msgs), msgs
+    b.destroy(), A.destroy()
 
 
 @pytest.mark.mpi

@@ -104,7 +104,7 @@ class PatchBatch:
     def __init__(self, ANs, Ds, names=None, seed: int = 0):
         self.sizes = [a.shape[0] for a in ANs]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
-        names = list(range(len(ANs))) if names is None else list(names)
+        self.names = names = list(range(len(ANs))) if names is None else list(names)
         for name, a in zip(names, ANs):
             if not (np.all(np.isfinite(a.data)) and np.all(a.diagonal() > 0)):
                 raise ValueError(f"subdomain {name}: the local matrix has non-finite entries or "
@@ -267,8 +267,21 @@ def ritz_loss(batch: PatchBatch, X: torch.Tensor, exact: list[np.ndarray], steps
     return total / len(batch)
 
 
-def start_vectors(model: LocalCoarseNet, batch: PatchBatch) -> torch.Tensor:
-    """The network's stacked start vectors, without gradients."""
+#: where the refinement starts: the network's vectors, or seeded Gaussian vectors (the
+#: baseline the network has to beat with the same refinement)
+STARTS = ("network", "random")
+
+
+def start_vectors(model: LocalCoarseNet, batch: PatchBatch, start: str = "network",
+                  seed: int = 0) -> torch.Tensor:
+    """The stacked start vectors, without gradients: the network's, or ``random`` ones drawn
+    per subdomain from ``seed`` and its global id (the same on any number of ranks)."""
+    if start == "random":
+        width = model.config["vectors"]
+        return torch.from_numpy(np.concatenate([
+            np.random.default_rng([seed, int(i)]).standard_normal((m, width))
+            for i, m in zip(batch.names, batch.sizes)])) if len(batch) else \
+            torch.zeros((0, width), dtype=torch.float64)
     with torch.no_grad():
         return model(batch)
 
@@ -424,10 +437,11 @@ def check_inputs(comm, model_meta: dict, stats: dict, overlap: int) -> list[str]
 
 
 def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, k: int, steps: int,
-                    auxiliary=None) -> tuple[CoarseVectors, dict, dict]:
+                    auxiliary=None, start: str = "network") -> tuple[CoarseVectors, dict, dict]:
     r"""This rank's entries of the learned coarse vectors :math:`R_i^TD_iV_i` (on the user's
-    ``auxiliary`` Neumann matrices when given, else the algebraic ones), this rank's input
-    statistics and the timing split ``{factor_s, forward_s, refine_s}`` (collective)."""
+    ``auxiliary`` Neumann matrices when given, else the algebraic ones; the refinement started
+    from ``start``, one of :data:`STARTS`), this rank's input statistics and the timing split
+    ``{factor_s, forward_s, refine_s}`` (collective)."""
     comm = A.getComm()
     clock = time.perf_counter()
     ANs = neumann_matrices(A, subdomains, auxiliary, "the learned coarse space")
@@ -437,7 +451,7 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, k: int, ste
         batch, error = None, str(e)
     collective_check(comm, error is None, f"the learned coarse space cannot be built: {error}")
     factor_s = time.perf_counter() - clock
-    X = start_vectors(model, batch)
+    X = start_vectors(model, batch, start)
     forward_s = time.perf_counter() - clock - factor_s
     found = {int(i): (I, D, V) for i, I, D, (_, V) in
              zip(subdomains.ids, subdomains.overlapping, subdomains.weights,
