@@ -62,6 +62,9 @@ def methods(k: int, model: str) -> dict:
             f"hats+spectral k={k}": dict(coarse_space=Hats() + Spectral(k)),
             f"learned k={k}": dict(coarse_space=Learned(model, nev=k)),
             f"hats+learned k={k}": dict(coarse_space=Hats() + Learned(model, nev=k)),
+            # the same refinement from random vectors: what the network itself adds
+            f"learned k={k} random start": dict(coarse_space=Learned(model, nev=k,
+                                                                     start="random")),
             "gamg": None}
 
 
