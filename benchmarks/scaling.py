@@ -129,20 +129,10 @@ def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):
     lo, hi = int(ranges[r]), int(ranges[r + 1])
     A = distributed_aij(problem.rows(np.arange(lo, hi)), N, ranges, comm)
     A.setOption(PETSc.Mat.Option.SPD, True)
-    set_coordinates(A, _coordinates(problem, lo, hi))
+    set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
     b = A.createVecLeft()
     b.set(1.0)
     return problem, A, b
-
-
-def _coordinates(problem, lo: int, hi: int) -> np.ndarray:
-    """Coordinates of rows ``lo:hi`` (natural ordering, x fastest) without forming all ``n``."""
-    j = np.arange(lo, hi)
-    out = []
-    for m in problem.grid:
-        out.append((j % m + 1) / (m + 1))
-        j = j // m
-    return np.stack(out, axis=1)
 
 
 def options_for(method: str, N: int, size: int, coarse_overlap: int = COARSE_OVERLAP) -> dict:

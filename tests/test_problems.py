@@ -154,6 +154,8 @@ def test_diffusion3d_ordering_and_coordinates_are_x_fastest():
     np.testing.assert_allclose(X, np.stack([j % 3 + 1, j // 3 % 3 + 1, j // 9 + 1], 1) * p.h)
     np.testing.assert_allclose(Poisson2D(2).coordinates(), [[1, 1], [2, 1], [1, 2], [2, 2]]
                                / np.float64(3))
+    # a rank's own rows only: the same values as the rows of the whole array
+    np.testing.assert_array_equal(p.coordinates(np.arange(5, 20)), X[5:20])
     # a callable kappa is evaluated at (x, y, z) with the same x-fastest layout
     B = Diffusion3D(n, lambda x, y, z: 1 + 4 * ((np.abs(x - 0.25) < 1e-9)
                                                & (np.abs(y - 0.25) < 1e-9)

@@ -54,13 +54,13 @@ class Problem:
         """The whole matrix ``A`` as scipy CSR."""
         return self.rows(np.arange(self.n))
 
-    def coordinates(self) -> np.ndarray:
-        r"""Grid coordinates of the unknowns in natural order, shape ``(n, dim)``: row ``j``
-        holds :math:`((i_x+1)h_x, (i_y+1)h_y, \dots)`, x fastest."""
-        axes = [np.arange(1, m + 1) / (m + 1) for m in self.grid]
-        # "ij" indexing over the reversed axes puts x on the last (fastest) array axis
-        mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]
-        return np.stack([m.ravel() for m in mesh], axis=1)
+    def coordinates(self, rows=None) -> np.ndarray:
+        r"""Grid coordinates of the unknowns ``rows`` (natural indices, default all), shape
+        ``(len(rows), dim)``: row ``j`` holds :math:`((i_x+1)h_x, (i_y+1)h_y, \dots)`, x
+        fastest. A rank asks for its own rows only, never forming all ``n``."""
+        rows = np.arange(self.n) if rows is None else np.asarray(rows, dtype=np.int64)
+        index = np.unravel_index(rows, self.grid[::-1])[::-1]  # (i_x, i_y, ...)
+        return np.stack([(i + 1) / (m + 1) for i, m in zip(index, self.grid)], axis=1)
 
     def describe(self) -> dict:
         """JSON-ready description of the problem."""
