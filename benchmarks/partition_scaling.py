@@ -2,6 +2,7 @@ r"""Weak scaling of the partition step alone: time and peak memory per rank of
 :meth:`~ddlearn.decomposition.partition.Subdomains.from_matrix` at a fixed subdomain size.
 
     mpiexec -n P python benchmarks/partition_scaling.py [--sub 8] [--per-rank 8 64]
+    python benchmarks/partition_scaling.py --summary benchmarks/results/partition_scaling.json
              [--methods boxes rcb local_metis metis] [--baseline OLD_PARTITION.py]
              [--json benchmarks/results/partition_scaling.json]
 
@@ -106,14 +107,37 @@ def run(module, A, coords, N, method) -> dict:
             "n_i_max": int(s.sizes.max())}
 
 
+def summary(records: list[dict], per_rank: int = 64) -> str:
+    """The weak-scaling table: per rank count, at ``per_rank`` subdomains per rank, each
+    method's partition time (slowest rank) and rank 0's peak memory above the matrix's."""
+    methods = [m for m in ("boxes", "rcb", "local_metis", "metis")
+               if any(r["method"] == m for r in records)]
+    lines = ["| ranks (unknowns) | " + " | ".join(methods) + " |",
+             "|---|" + "---|" * len(methods)]
+    for P in sorted({r["ranks"] for r in records}):
+        got = {r["method"]: r for r in records if r["ranks"] == P and r["N"] == per_rank * P}
+        if not got:
+            continue
+        n = next(iter(got.values()))["n"]
+        lines.append(f"| {P} ({n:,}) | " + " | ".join(
+            f"{got[m]['time_s']:.2f} s, {got[m]['extra_mb_per_rank'][0]:.1f} MB" if m in got
+            else "–" for m in methods) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--summary", metavar="FILE", help="print the weak-scaling table of a JSON")
     ap.add_argument("--sub", type=int, default=8)
     ap.add_argument("--per-rank", type=int, nargs="+", default=[8, 64])
     ap.add_argument("--methods", nargs="+", default=["boxes", "rcb", "local_metis", "metis"])
     ap.add_argument("--baseline", default=None)
     ap.add_argument("--json", default=str(ROOT / "benchmarks/results/partition_scaling.json"))
     args = ap.parse_args(argv)
+    if args.summary:
+        records = json.loads(Path(args.summary).read_text())
+        print(summary(records))
+        return records
     baseline = _load(args.baseline) if args.baseline else None
     records = []
     A, coords = laplacian_3d((8, 8, 8 * COMM.size))  # warm-up: imports, first-call costs

@@ -92,6 +92,13 @@ def test_coarse_spaces_quick(tmp_path):
     # on the channels the spectral space is what keeps the iterations down
     assert its["channels", 1e6, "hats+spectral k=8"] < its["channels", 1e6, "hats"]
     assert (tmp_path / "cs.png").stat().st_size > 10_000
+    pen = tmp_path / "pencils.json"
+    mod.main(["--quick", "--pencils", str(pen)])
+    rows = json.loads(pen.read_text())["rows"]
+    assert {(r["family"], r["pencil"]) for r in rows} == \
+        {(f, p) for f in ("channels", "random_inclusions") for p in ("neumann", "dirichlet")}
+    assert all(min(r["iterations"]) > 0 and r["rnorm_true_max"] < 1e-6 for r in rows)
+    assert all(r["spectral"]["pencil"] == r["pencil"] for r in rows)
 
 
 def test_many_fields_quick(tmp_path):
