@@ -92,7 +92,10 @@ def _coupling_graph(AN: sp.csr_matrix):
 class PatchBatch:
     """Subdomains as the learned coarse space sees them, batched: the block-diagonal local
     Neumann matrix, the weights, the network's input (:func:`local_features`), the pencil
-    ``(B, M)`` with ``M`` factored once for all blocks.
+    ``(B, M)`` with ``M`` factored once for all blocks; ``rights``: the matrices :math:`A_i^R`
+    weighted on the right of the pencil (the Dirichlet blocks :math:`A_i` for the
+    ``dirichlet`` pencil of :mod:`ddlearn.classical.coarse.spectral`; default
+    :math:`A_i^N`, the ``neumann`` pencil).
 
     Raises
     ------
@@ -101,7 +104,7 @@ class PatchBatch:
         diagonal (a NaN or negative coefficient: not an SPD diffusion-type matrix).
     """
 
-    def __init__(self, ANs, Ds, names=None, seed: int = 0):
+    def __init__(self, ANs, Ds, names=None, seed: int = 0, rights=None):
         self.sizes = [a.shape[0] for a in ANs]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.names = names = list(range(len(ANs))) if names is None else list(names)
@@ -114,7 +117,9 @@ class PatchBatch:
         self.AN = sp.block_diag(ANs, format="csr") if ANs else sp.csr_matrix((0, 0))
         self.D = np.concatenate(Ds) if Ds else np.zeros(0)
         self.features, self.graph = local_features(self, seed)
-        self.B, self.M = regularised_pencil(self.AN, self.D)
+        right = None if rights is None else (sp.block_diag(rights, format="csr") if ANs else
+                                             self.AN)
+        self.B, self.M = regularised_pencil(self.AN, self.D, right)
         self.lu = spla.splu(sp.csc_matrix(self.M)) if len(self.D) else None
 
     def __len__(self) -> int:
