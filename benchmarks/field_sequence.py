@@ -1,0 +1,601 @@
+r"""One preconditioner over a sequence of coefficient fields on the same mesh: the loop of
+uncertainty quantification, design and time stepping, A(κ_t) x = b for t = 1 … F.
+
+    mpiexec -n 4 python benchmarks/field_sequence.py [--quick] [--json FILE] [--fields F]
+             [--dims 2 3] [--families channels inclusions lognormal] [--sequences iid moving]
+             [--methods spectral spectral-warm learned learned-previous hats gamg]
+             [--n2 127 --N2 16 --n3 24 --N3 8] [--contrast 1e6] [--nev 8] [--model FILE]
+    python benchmarks/field_sequence.py --report FILE     (tables and plots from a JSON)
+
+Per dimension, family and sequence, every method keeps ONE KSP (CG to rtol 1e-8 on the
+unpreconditioned residual, at most 3000 iterations, b a seeded uniform random vector, zero
+initial guess) and ONE matrix (natural ordering, PETSc's default rows, grid coordinates
+attached) over all ``--fields`` fields: per field the matrix's values are rewritten in place
+(``zeroEntries``, ``setValuesCSR`` of the rank's rows of the new field, ``assemble``: the same
+nonzero pattern), then ``ksp.setOperators(A); ksp.setUp()`` and one solve. The methods run one
+after another over the whole sequence, their objects destroyed in between.
+
+Fields (the seeded families of :mod:`ddlearn.decomposition.coefficients`, ``random_<family>``
+in 2D and ``random_<family>3d`` in 3D, contrast ``--contrast``):
+
+- ``iid``: independent test seeds ``SEEDS["test"] + t`` (never used in training or
+  validation), t = 0 … F-1;
+- ``moving``: the field of seed ``SEEDS["test"]`` shifted by t cells along x with periodic
+  wrap (``np.roll`` of the grid-point array, boundary ring included): every channel and
+  inclusion moves by one cell per field, the statistics stay those of the family (the wrap adds
+  one seam where the field's right edge meets its left).
+
+Methods (``ddlearn.pc.TwoLevelSchwarzPC(subdomains=N)`` on box subdomains, overlap 1, exact
+local solves; the values-only re-setup keeps the partition and rebuilds the value-dependent
+coarse basis and the factorisations): ``spectral`` (``Spectral(nev=8)``, cold eigensolves
+every field), ``spectral-warm`` (``Spectral(nev=8, warm_start=True)``: SLEPc started from the
+previous field's eigenvectors), ``learned`` (``Learned(nev=8)``, the network's start vectors
+every field), ``learned-previous`` (``Learned(nev=8, start="previous")``: the refinement
+started from the previous field's coarse vectors), ``hats`` (Q1 hats on the grid coordinates)
+and ``gamg`` (PETSc's, ``solvers.options.PETSC_REFERENCE["gamg"]``, rebuilt by PETSc at every
+set-up). A variant the installed library does not offer yet is skipped with a message; a
+method the library refuses for a dimension (the learned model's subdomain size range) is
+recorded as refused with its message.
+
+Default sizes: 2D 127², N = 16 (32² per subdomain, the learned model's training resolution),
+3D 24³, N = 8 (12³ per subdomain); ``--quick``: 63², N = 4 and 12³, N = 8, 3 fields, the
+channels family.
+
+Recorded per field and method: iterations, the value update, set-up, solve and total
+(set-up + solve) seconds of the slowest rank, n_0, the PC's set-up split (``ctx.timing``), the
+coarse space's summary (``ctx.meta["spectral"]`` / ``["learned"]``: eigensolver statistics,
+warm / cold subdomains, the learned basis split), the matrix's Frobenius norm and
+:math:`b^TAb` (fingerprints of the values: a shifted field can keep the norm), the peak
+resident memory (``VmHWM``, max over ranks; reset before each method) after the field.
+Memory growth = (peak after the last field - peak after the first) / peak after the first.
+The learned model's one-off training time (its record's ``data_s + train_s``) is amortised
+over the loop. Writes the JSON (atomically, after every method), a markdown table per
+(dimension, family, sequence), ``<json stem>.png`` (cumulative seconds against the field index;
+learned with its training time as a dashed offset) and ``<json stem>_iterations.png``.
+
+JSON: the settings (``ranks``, ``cores``, ``contrast``, ``fields``, ``nev``, ``sizes`` per
+dimension, ``models`` per dimension and their ``training`` records, ``skipped`` variants the
+library lacks) and ``runs``, one per (dimension, family, sequence, method): ``status`` (ok,
+refused, error; ``message``, ``failed_field``), ``peak_start_mb``, ``fields`` (one record per
+field as above) and ``summary`` (means, maxima, ``total_s`` over the loop, ``memory_growth``).
+Paths are relative to the repository root. ``--model FILE`` gives ``Learned(model=FILE)``;
+by default the library picks its model for the dimension.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+import petsc4py
+
+petsc4py.init([])
+from mpi4py import MPI  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from coarse_spaces import natural_matrix  # noqa: E402
+from scaling import peak_rss_mb, peak_rss_reset  # noqa: E402
+from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
+from ddlearn.decomposition.coefficients import coefficient  # noqa: E402
+from ddlearn.decomposition.problems import Diffusion  # noqa: E402
+from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.learned.coarse import learned as learned_module  # noqa: E402
+from ddlearn.learned.coarse.learned import Learned  # noqa: E402
+from ddlearn.learned.coarse.local_coarse import PRETRAINED, STARTS  # noqa: E402
+from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
+from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
+from solvers.options import PETSC_REFERENCE  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+FAMILIES = ("channels", "inclusions", "lognormal")
+SEQUENCES = ("iid", "moving")
+METHODS = ("spectral", "spectral-warm", "learned", "learned-previous", "hats", "gamg")
+#: dim -> (grid points per direction, subdomains)
+SIZES = {2: (127, 16), 3: (24, 8)}
+QUICK = {2: (63, 4), 3: (12, 8)}
+QUICK_FIELDS = 3
+#: target of the memory growth over the loop
+GROWTH_TARGET = 0.10
+GAMG_PREFIX = "field_sequence_gamg_"
+
+
+def relative(path: str) -> str:
+    """``path`` relative to the repository root (no checkout's absolute path in results)."""
+    return os.path.relpath(os.path.abspath(path), ROOT)
+
+
+def unavailable() -> dict:
+    """The methods the installed library does not offer yet, with the reason."""
+    out = {}
+    if "warm_start" not in inspect.signature(Spectral.__init__).parameters:
+        out["spectral-warm"] = ("Spectral has no warm_start keyword in this checkout "
+                                "(ddlearn/classical/coarse/spectral.py): skipped")
+    if "previous" not in STARTS:
+        out["learned-previous"] = (f"'previous' is not among the learned starts {STARTS} "
+                                   f"(ddlearn/learned/coarse/local_coarse.py): skipped")
+    return out
+
+
+def make_config(method: str, nev: int, model: str | None):
+    """The PC context's coarse space for ``method``, fresh (a coarse space keeps state from
+    one field to the next); ``None`` for GAMG."""
+    if method == "gamg":
+        return None
+    space = {"spectral": lambda: Spectral(nev=nev),
+             "spectral-warm": lambda: Spectral(nev=nev, warm_start=True),
+             "learned": lambda: Learned(model=model, nev=nev),
+             "learned-previous": lambda: Learned(model=model, nev=nev, start="previous"),
+             "hats": lambda: "hats"}[method]()
+    return space
+
+
+def problem_name(family: str, dim: int) -> str:
+    return f"random_{family}" + ("3d" if dim == 3 else "")
+
+
+class Sequence:
+    """The fields of one sequence: ``kappa(t)``, the grid-point array of field ``t``."""
+
+    def __init__(self, kind: str, family: str, dim: int, n: int, contrast: float):
+        self.kind, self.family, self.dim, self.n, self.contrast = kind, family, dim, n, contrast
+        self._base = None
+
+    def label(self, t: int) -> dict:
+        if self.kind == "iid":
+            return {"seed": SEEDS["test"] + t, "shift": 0}
+        return {"seed": SEEDS["test"], "shift": t}
+
+    def kappa(self, t: int) -> np.ndarray:
+        if self.kind == "iid":
+            return coefficient(self.family, self.n, self.contrast, SEEDS["test"] + t, self.dim)
+        if self._base is None:
+            self._base = coefficient(self.family, self.n, self.contrast, SEEDS["test"],
+                                     self.dim)
+        # x is the last (fastest) axis of the array: [iy, ix] / [iz, iy, ix]
+        return np.roll(self._base, t, axis=-1)
+
+    def problem(self, t: int) -> Diffusion:
+        return Diffusion(self.n, self.kappa(t), self.dim,
+                         label=problem_name(self.family, self.dim))
+
+
+def _wall(fn) -> float:
+    COMM.Barrier()
+    t = time.perf_counter()
+    fn()
+    return COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
+
+
+def _clean(value):
+    """JSON-ready: numpy scalars and arrays to Python, absolute paths in the checkout made
+    relative to it."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, str):  # paths (a model's, in messages) relative to the checkout
+        return value.replace(ROOT + os.sep, "")
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _error_message(e: BaseException) -> tuple[str, bool]:
+    """The message of an error raised in a set-up (petsc4py wraps one raised in a Python PC in
+    a PETSc.Error whose cause/context carries it) and whether it is a refusal (a ValueError:
+    :func:`ddlearn.decomposition.collective.collective_check` raises it on every rank)."""
+    chain, err, refused = [], e, False
+    while err is not None:
+        if isinstance(err, PETSc.Error):
+            chain.append(f"PETSc error {err.ierr}")
+        else:
+            chain.append(f"{type(err).__name__}: {err}")
+            refused |= isinstance(err, ValueError)
+        err = err.__cause__ or err.__context__
+    own = [c for c in chain if not c.startswith("PETSc error")]
+    return (own[-1] if own else " <- ".join(chain))[:2000], refused
+
+
+def update_values(A: PETSc.Mat, problem: Diffusion) -> None:
+    """Rewrite the values of this rank's rows of ``A`` from ``problem`` (same pattern)."""
+    lo, hi = A.getOwnershipRange()
+    rows = problem.rows(np.arange(lo, hi))
+    A.zeroEntries()
+    A.setValuesCSR(rows.indptr, rows.indices, rows.data)
+    A.assemble()
+
+
+def _ksp(A: PETSc.Mat, N: int, config) -> PETSc.KSP:
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setType("cg")
+    # no divergence test: at contrast 1e6 the residual of a weak coarse space may peak above
+    # PETSc's default 1e5 ||b|| on its way down
+    ksp.setTolerances(rtol=1e-8, divtol=1e30, max_it=3000)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    pc = ksp.getPC()
+    if config is None:
+        opts = PETSc.Options()
+        for k, v in PETSC_REFERENCE["gamg"].items():
+            opts.setValue(GAMG_PREFIX + k, v)
+        ksp.setOptionsPrefix(GAMG_PREFIX)
+        pc.setType("gamg")
+        ksp.setFromOptions()
+        for k in PETSC_REFERENCE["gamg"]:
+            opts.delValue(GAMG_PREFIX + k)
+    else:
+        pc.setType("python")
+        pc.setPythonContext(TwoLevelSchwarzPC(subdomains=N, coarse_space=config))
+    return ksp
+
+
+def run_sequence(seq: Sequence, method: str, N: int, fields: int, nev: int,
+                 model: str | None) -> dict:
+    """All ``fields`` fields of ``seq`` with one KSP and one matrix for ``method``."""
+    rec = {"dim": seq.dim, "n": seq.n, "N": N, "unknowns": seq.n ** seq.dim,
+           "family": seq.family, "problem": problem_name(seq.family, seq.dim),
+           "sequence": seq.kind, "method": method, "status": "ok", "fields": []}
+    if method.startswith("learned"):
+        rec["model"] = relative(model_for(seq.dim, model))
+    gc.collect()
+    peak_rss_reset()
+    COMM.Barrier()
+    rec["peak_start_mb"] = max(COMM.allgather(peak_rss_mb()))
+    objs = []
+    A = ksp = None
+    try:
+        for t in range(fields):
+            problem = seq.problem(t)
+            if A is None:
+                clock = time.perf_counter()
+                A = natural_matrix(problem)
+                update_s = COMM.allreduce(time.perf_counter() - clock, op=MPI.MAX)
+                objs.append(A)
+                b = A.createVecLeft()
+                lo, hi = A.getOwnershipRange()
+                b.setArray(np.random.default_rng(0).uniform(-1, 1, problem.n)[lo:hi])
+                x, r = b.duplicate(), b.duplicate()
+                objs += [b, x, r]
+                ksp = _ksp(A, N, make_config(method, nev, model))
+                objs.append(ksp)
+            else:
+                update_s = _wall(lambda: update_values(A, problem))
+
+            def setup():
+                ksp.setOperators(A)
+                ksp.setUp()
+                ksp.setUpOnBlocks()
+            setup_s = _wall(setup)
+            x.set(0.0)
+            solve_s = _wall(lambda: ksp.solve(b, x))
+            reason = int(ksp.getConvergedReason())
+            A.mult(x, r)
+            r.aypx(-1.0, b)
+            rnorm = r.norm() / b.norm()
+            A.mult(b, r)  # b^T A b: a fingerprint of the values that a shift changes too
+            row = {"index": t, **seq.label(t), "iterations": ksp.getIterationNumber(),
+                   "converged": reason > 0, "reason": reason,
+                   "rnorm_true": rnorm, "update_s": update_s,
+                   "setup_s": setup_s, "solve_s": solve_s, "total_s": setup_s + solve_s,
+                   "matrix_norm": A.norm(), "bAb": r.dot(b)}
+            pc = ksp.getPC()
+            if pc.getType() == "python":
+                ctx = pc.getPythonContext()
+                row["n0"] = int(ctx.meta.get("n0", 0))
+                row["split"] = {k: v for k, v in ctx.timing.items()
+                                if isinstance(v, (int, float))}
+                coarse = ctx.meta.get("spectral") or ctx.meta.get("learned")
+                if coarse:
+                    row["coarse"] = _clean(coarse)
+            else:
+                row["n0"], row["split"] = 0, {}
+            row["peak_mb"] = max(COMM.allgather(peak_rss_mb()))
+            rec["fields"].append(_clean(row))
+            _log(rec, row)
+    except Exception as e:  # noqa: BLE001 - a refused or failing method is a result
+        message, refused = _error_message(e)
+        message = _clean(message)
+        rec.update(status="refused" if refused else "error", message=message,
+                   failed_field=len(rec["fields"]))
+        PETSc.Sys.Print(f"{seq.dim}D {seq.family} {seq.kind} {method}: "
+                        f"{rec['status']} at field {len(rec['fields'])}: {message[:300]}")
+    finally:
+        for o in reversed(objs):
+            o.destroy()
+        gc.collect()
+    rec["summary"] = summarise(rec)
+    return _clean(rec)
+
+
+def _log(rec: dict, row: dict) -> None:
+    c = row.get("coarse") or {}
+    extra = ""
+    if "warm_subdomains" in c:
+        extra = f"  warm {c['warm_subdomains']} cold {c.get('cold_subdomains')}"
+    if "eps_iterations" in c:
+        extra += f"  eps its {c['eps_iterations']}"
+    its = row["iterations"] if row["converged"] else f">{row['iterations']}"
+    PETSc.Sys.Print(f"{rec['dim']}D {rec['family']:10s} {rec['sequence']:6s} "
+                    f"{rec['method']:16s} field {row['index']:3d}: its {its:>5}  set-up "
+                    f"{row['setup_s']:.3f} s  solve {row['solve_s']:.3f} s  n0 {row['n0']}  "
+                    f"peak {row['peak_mb']:.0f} MB{extra}")
+
+
+def summarise(rec: dict) -> dict:
+    rows = rec["fields"]
+    if not rows:
+        return {"fields": 0}
+    its = [r["iterations"] for r in rows]
+    peaks = [r["peak_mb"] for r in rows]
+    return {"fields": len(rows), "mean_its": float(np.mean(its)), "max_its": int(max(its)),
+            "not_converged": sum(not r["converged"] for r in rows),
+            "mean_update_s": float(np.mean([r["update_s"] for r in rows])),
+            "mean_setup_s": float(np.mean([r["setup_s"] for r in rows])),
+            "mean_solve_s": float(np.mean([r["solve_s"] for r in rows])),
+            "mean_total_s": float(np.mean([r["total_s"] for r in rows])),
+            "total_s": float(np.sum([r["total_s"] for r in rows])),
+            # the first field builds everything; the re-setups are what the loop repeats
+            "mean_resetup_s": float(np.mean([r["setup_s"] for r in rows[1:]]))
+            if len(rows) > 1 else None,
+            "peak_first_mb": peaks[0], "peak_last_mb": peaks[-1],
+            "memory_growth": (peaks[-1] - peaks[0]) / peaks[0] if peaks[0] > 0 else None}
+
+
+def model_for(dim: int, model: str | None) -> str:
+    """The learned model a run in ``dim`` uses: ``--model``, else the library's choice for the
+    dimension (``PRETRAINED_BY_DIM`` where the library has one)."""
+    return model or getattr(learned_module, "PRETRAINED_BY_DIM", {}).get(dim, PRETRAINED)
+
+
+def training_record(model: str) -> dict | None:
+    """The one-off cost of the learned model, from its record ``<model>.json``."""
+    path = model + ".json"
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        record = json.load(f)
+    out = {key: record.get(key) for key in ("data_s", "train_s", "ranks", "fields", "samples")}
+    out["once_s"] = (out["data_s"] or 0.0) + (out["train_s"] or 0.0)
+    return out
+
+
+def _write(data: dict, path: str) -> None:
+    if COMM.Get_rank() == 0:
+        atomic_write_json(path, data)
+
+
+def main(argv: list[str] | None = None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help=f"63², N = 4 and 12³, N = 8, {QUICK_FIELDS} fields, channels only "
+                         f"(explicit options still win)")
+    ap.add_argument("--fields", type=int, default=None, help="fields per sequence (100)")
+    ap.add_argument("--dims", type=int, nargs="+", default=[2, 3], choices=[2, 3])
+    ap.add_argument("--families", nargs="+", default=None, choices=FAMILIES)
+    ap.add_argument("--sequences", nargs="+", default=list(SEQUENCES), choices=SEQUENCES)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--n2", type=int, default=None, help="2D grid points per direction (127)")
+    ap.add_argument("--N2", type=int, default=None, help="2D subdomains (16)")
+    ap.add_argument("--n3", type=int, default=None, help="3D grid points per direction (24)")
+    ap.add_argument("--N3", type=int, default=None, help="3D subdomains (8)")
+    ap.add_argument("--contrast", type=float, default=1e6)
+    ap.add_argument("--nev", type=int, default=8, help="vectors per subdomain (spectral, "
+                    "learned)")
+    ap.add_argument("--model", default=None,
+                    help="learned coarse-space model (default: the library's pretrained one)")
+    ap.add_argument("--json", default=os.path.join("benchmarks", "results",
+                                                   "field_sequence.json"))
+    ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
+    args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            data = json.load(f)
+        if COMM.Get_rank() == 0:
+            print(report(data))
+            plot(data, os.path.splitext(args.report)[0])
+        return data
+    import torch
+    torch.set_num_threads(1)  # one thread per rank: the ranks already share the cores
+    sizes = dict(QUICK if args.quick else SIZES)
+    sizes[2] = (args.n2 or sizes[2][0], args.N2 or sizes[2][1])
+    sizes[3] = (args.n3 or sizes[3][0], args.N3 or sizes[3][1])
+    fields = args.fields or (QUICK_FIELDS if args.quick else 100)
+    families = args.families or (["channels"] if args.quick else list(FAMILIES))
+    missing = unavailable()
+    methods = []
+    for m in args.methods:
+        if m in missing:
+            PETSc.Sys.Print(f"{m}: {missing[m]}")
+        else:
+            methods.append(m)
+    data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "quick": args.quick,
+            "contrast": args.contrast, "fields": fields, "nev": args.nev,
+            "model": relative(args.model) if args.model else None,
+            "models": {str(d): relative(model_for(d, args.model)) for d in args.dims},
+            "training": {relative(model_for(d, args.model)):
+                         training_record(model_for(d, args.model)) for d in args.dims},
+            "sizes": {str(d): {"n": sizes[d][0], "N": sizes[d][1]} for d in args.dims},
+            "families": families, "sequences": args.sequences, "methods": methods,
+            "skipped": {m: missing[m] for m in args.methods if m in missing},
+            "krylov": {"type": "cg", "rtol": 1e-8, "norm": "unpreconditioned", "max_it": 3000},
+            "runs": []}
+    for dim in args.dims:
+        n, N = sizes[dim]
+        for family in families:
+            for kind in args.sequences:
+                seq = Sequence(kind, family, dim, n, args.contrast)
+                for method in methods:
+                    data["runs"].append(run_sequence(seq, method, N, fields, args.nev,
+                                                     args.model))
+                    _write(data, args.json)
+    if COMM.Get_rank() == 0:
+        print(report(data))
+        plot(data, os.path.splitext(args.json)[0])
+        print(f"wrote {args.json}")
+    return data
+
+
+# -- reports ------------------------------------------------------------------------------
+
+def _groups(data) -> list[tuple]:
+    return list(dict.fromkeys((r["dim"], r["family"], r["sequence"]) for r in data["runs"]))
+
+
+def _runs(data, key) -> list[dict]:
+    return [r for r in data["runs"] if (r["dim"], r["family"], r["sequence"]) == key]
+
+
+def _training(data, dim: int) -> dict:
+    """The training record of the learned model of ``dim``'s runs (empty if none)."""
+    path = data.get("models", {}).get(str(dim))
+    return (data.get("training") or {}).get(path) or {}
+
+
+def report(data) -> str:
+    models = ", ".join(f"{d}D {m}" for d, m in data.get("models", {}).items())
+    lines = [f"{data['ranks']} ranks on {data['cores']} cores, contrast {data['contrast']:g}, "
+             f"{data['fields']} fields per sequence, nev {data['nev']}, learned models {models}; "
+             f"times: slowest rank, total = set-up + solve; memory growth: peak (VmHWM, max "
+             f"over ranks) after the last field over the peak after the first (target "
+             f"≤ {GROWTH_TARGET:.0%})."]
+    for m, why in data.get("skipped", {}).items():
+        lines.append(f"Skipped {m}: {why}")
+    for key in _groups(data):
+        dim, family, kind = key
+        runs = _runs(data, key)
+        n, N = runs[0]["n"], runs[0]["N"]
+        lines += ["", f"**{dim}D {runs[0]['problem']}, {n}{'²' if dim == 2 else '³'}, N = {N}, "
+                  f"{kind}**", "",
+                  "| method | mean its | max its | mean set-up s | mean solve s | mean total s "
+                  "| total over loop s | memory growth % |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        notes = []
+        for r in runs:
+            s = r["summary"]
+            if not s.get("fields"):
+                lines.append(f"| {r['method']} | {r['status']} | | | | | | |")
+            else:
+                g = s["memory_growth"]
+                nc = f" ({s['not_converged']} n.c.)" if s["not_converged"] else ""
+                lines.append(f"| {r['method']} | {s['mean_its']:.1f}{nc} | {s['max_its']} | "
+                             f"{s['mean_setup_s']:.3f} | {s['mean_solve_s']:.3f} | "
+                             f"{s['mean_total_s']:.3f} | {s['total_s']:.2f} | "
+                             f"{'–' if g is None else f'{100 * g:.1f}'} |")
+                if g is not None and g > GROWTH_TARGET:
+                    notes.append(f"- {r['method']}: memory grew {100 * g:.1f} % over the loop "
+                                 f"({s['peak_first_mb']:.0f} → {s['peak_last_mb']:.0f} MB per "
+                                 f"rank), above the {GROWTH_TARGET:.0%} target")
+            if r["status"] != "ok":
+                notes.append(f"- {r['method']} {r['status']} at field {r.get('failed_field')}: "
+                             f"{r.get('message', '')[:300]}")
+            eps = [f["coarse"]["eps_iterations"] for f in r["fields"]
+                   if isinstance(f.get("coarse", {}).get("eps_iterations"), (int, float))]
+            if eps:
+                notes.append(f"- {r['method']}: SLEPc iterations per field mean "
+                             f"{np.mean(eps):.1f} (first {eps[0]}, later mean "
+                             f"{np.mean(eps[1:]) if len(eps) > 1 else float('nan'):.1f})")
+            if s.get("mean_resetup_s") is not None:
+                notes.append(f"- {r['method']}: first set-up {r['fields'][0]['setup_s']:.3f} s, "
+                             f"re-setups mean {s['mean_resetup_s']:.3f} s")
+        t = _training(data, dim)
+        once = t.get("once_s")
+        if once:
+            spectral = next((r["summary"] for r in runs if r["method"] == "spectral"
+                             and r["summary"].get("fields")), None)
+            for r in runs:
+                s = r["summary"]
+                if not r["method"].startswith("learned") or not s.get("fields"):
+                    continue
+                per = once / s["fields"]
+                text = (f"- {r['method']}: one-off training {once:.0f} s (data "
+                        f"{t.get('data_s') or 0:.0f} + train {t.get('train_s') or 0:.0f}) is "
+                        f"{per:.2f} s per field over {s['fields']} fields: "
+                        f"{s['mean_total_s'] + per:.3f} s per field with it")
+                if spectral:
+                    saved = spectral["mean_total_s"] - s["mean_total_s"]
+                    text += (f" vs spectral {spectral['mean_total_s']:.3f} s; "
+                             + (f"pays back against spectral after {once / saved:.0f} fields"
+                                if saved > 0 else "never pays back against spectral (no "
+                                "saving per field)"))
+                notes.append(text)
+        if notes:
+            lines += [""] + notes
+    return "\n".join(lines)
+
+
+def _panels(data):
+    keys = _groups(data)
+    cols = min(len(keys), 3)
+    rows = -(-len(keys) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    return keys, fig, axes
+
+
+def _title(runs) -> str:
+    r = runs[0]
+    return f"{r['dim']}D {r['family']} {r['sequence']}, {r['n']}{'²' if r['dim'] == 2 else '³'}, " \
+           f"N = {r['N']}"
+
+
+def plot(data, stem: str) -> None:
+    """``<stem>.png``: cumulative set-up + solve seconds against the field index (learned also
+    with its training time added, dashed); ``<stem>_iterations.png``: iterations per field."""
+    if not data["runs"]:
+        return
+    colour = {m: plt.cm.tab10(i) for i, m in enumerate(METHODS)}
+    for what in ("time", "iterations"):
+        keys, fig, axes = _panels(data)
+        offset = False
+        for ax, key in zip(axes.flat, keys):
+            runs = _runs(data, key)
+            once = _training(data, key[0]).get("once_s")
+            for r in runs:
+                if not r["fields"]:
+                    continue
+                idx = [f["index"] + 1 for f in r["fields"]]
+                c = colour.get(r["method"])
+                if what == "time":
+                    cum = np.cumsum([f["total_s"] for f in r["fields"]])
+                    ax.plot(idx, cum, "-", color=c, label=r["method"])
+                    if once and r["method"].startswith("learned"):
+                        ax.plot(idx, cum + once, "--", color=c,
+                                label=f"{r['method']} + training")
+                        offset = True
+                else:
+                    ax.plot(idx, [f["iterations"] for f in r["fields"]], "o-", ms=2.5, color=c,
+                            label=r["method"])
+            ax.set_xlabel("field")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylabel("cumulative set-up + solve s" if what == "time" else "CG iterations")
+            if what == "time" and offset:
+                ax.set_yscale("log")
+            ax.set_title(_title(runs), fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+        handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()}
+        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower center",
+                   ncol=min(len(handles), 4))
+        fig.tight_layout(rect=(0, 0.04 + 0.03 * ((len(handles) - 1) // 4), 1, 1))
+        fig.savefig(stem + (".png" if what == "time" else "_iterations.png"), dpi=110)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

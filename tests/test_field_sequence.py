@@ -1,0 +1,82 @@
+"""benchmarks/field_sequence.py: one KSP and one matrix per method over a sequence of fields,
+values updated in place; JSON, tables and plots."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+# benchmark scripts import each other's helpers as scripts do: from their own directory
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_field_sequence_quick(tmp_path):
+    out = tmp_path / "f.json"
+    mod = _load("field_sequence")
+    data = mod.main(["--quick", "--json", str(out), "--dims", "2", "3",
+                     "--methods", "hats", "spectral", "gamg", "learned"])
+    text = out.read_text()
+    assert str(ROOT) not in text  # no checkout's absolute path in the results
+    assert json.loads(text) == json.loads(json.dumps(data))
+    data = json.loads(text)
+    assert data["fields"] == mod.QUICK_FIELDS == 3
+    assert data["sizes"] == {"2": {"n": 63, "N": 4}, "3": {"n": 12, "N": 8}}
+    assert set(data["models"]) == {"2", "3"}
+    keys = {(r["dim"], r["family"], r["sequence"], r["method"]) for r in data["runs"]}
+    assert keys == {(d, "channels", s, m) for d in (2, 3) for s in ("iid", "moving")
+                    for m in ("hats", "spectral", "gamg", "learned")}
+    for r in data["runs"]:
+        if r["method"] == "learned" and r["dim"] == 3:
+            # the library may refuse the 2D model's subdomain size or lack a 3D model
+            assert r["status"] in ("ok", "refused"), r
+            if r["status"] == "refused":
+                assert r["message"] and r["fields"] == [] and r["failed_field"] == 0
+                continue
+        assert r["status"] == "ok", r
+        fields = r["fields"]
+        assert [f["index"] for f in fields] == [0, 1, 2]
+        for f in fields:
+            assert f["iterations"] > 0 and f["converged"] and f["rnorm_true"] < 1e-6, f
+            assert f["setup_s"] > 0 and f["solve_s"] > 0 and f["peak_mb"] > 0
+            assert np.isclose(f["total_s"], f["setup_s"] + f["solve_s"])
+        # the values changed every field: b^T A b differs (iid: the norm too)
+        assert len({f["bAb"] for f in fields}) == 3, r["method"]
+        if r["sequence"] == "iid":
+            assert len({f["matrix_norm"] for f in fields}) == 3
+            assert [f["seed"] for f in fields] == [200_000, 200_001, 200_002]
+        else:
+            assert [f["shift"] for f in fields] == [0, 1, 2]
+        s = r["summary"]
+        assert s["fields"] == 3 and s["max_its"] >= s["mean_its"] > 0
+        assert np.isclose(s["total_s"], sum(f["total_s"] for f in fields))
+        assert s["memory_growth"] is not None and s["memory_growth"] > -0.5
+        if r["method"] in ("spectral", "learned"):
+            # values-only re-setup of the same PC: partition kept, the basis rebuilt per field
+            assert all(f["split"]["partition_s"] == 0 and f["split"]["basis_s"] > 0
+                       for f in fields[1:])
+            assert len({f["n0"] for f in fields}) == 1 and fields[0]["n0"] > 0
+            assert all(f["coarse"]["name"] == r["method"] for f in fields)
+        if r["method"] == "spectral":
+            assert len({f["coarse"]["largest_kept_lambda"] for f in fields}) == 3
+        if r["method"] == "learned":
+            assert not r["model"].startswith("/")
+    table = mod.report(data)
+    for key in ("**2D random_channels, 63², N = 4, iid**", "**3D random_channels3d, 12³, "
+                "N = 8, moving**", "| method | mean its | max its |", "| hats | ",
+                "| gamg | "):
+        assert key in table, key
+    for png in ("f.png", "f_iterations.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
+        (tmp_path / png).unlink()
+    again = mod.main(["--report", str(out)])
+    assert again == data
+    assert (tmp_path / "f.png").exists() and (tmp_path / "f_iterations.png").exists()
