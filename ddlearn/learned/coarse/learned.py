@@ -2,24 +2,71 @@ r"""``learned``: the learned local coarse space (:mod:`ddlearn.learned.coarse.lo
 on each subdomain's local Neumann matrix gives start vectors, a block Krylov Rayleigh–Ritz step
 on the spectral pencil finishes them; coarse vectors :math:`R_i^TD_iV_i`.
 
-Options (``-<prefix>ddlearn_learned_``): ``model FILE`` (default the pretrained model shipped
-with ddlearn), ``nev k`` (vectors per subdomain, default the model's), ``steps s`` (block Krylov
-steps, default the model's ``serve_steps``), ``start {network,random}`` (where the refinement
-starts: the network's vectors, default, or seeded random ones of the same number, the baseline
-that shows what the network adds).
+Options (``-<prefix>ddlearn_learned_``):
+
+- ``model FILE``: default the model shipped for the matrix's dimension (2D or 3D: the
+  coordinates' dimension, else the stencil, 5 or 7 entries per row);
+- ``nev k`` (vectors per subdomain at most, default the model's), ``steps s`` (block Krylov
+  steps, default :data:`~.local_coarse.SERVE_STEPS` = 3);
+- ``pencil {dirichlet,neumann}`` (default dirichlet, the spectral space's);
+- ``start {network,random,polynomial,previous}``: the network's vectors (default), or the
+  classical starts fed to the same refinement (seeded random vectors; the coordinates'
+  monomials, Nicolaides' constant and the Q1 hats' multilinear span first; the previous
+  set-up's vectors of the same subdomain, for a loop over fields: a subdomain whose index set
+  changed, or the first set-up, starts from the network, and the view says how many did);
+- ``threshold tau`` (> 0: keep only the Ritz pairs with :math:`\tilde\lambda < \tau`, so that
+  :math:`n_0` adapts, as ``-ddlearn_spectral_threshold``; 0: all ``k``);
+- ``tol t`` (the a-posteriori check, default 1: a subdomain whose last Krylov step changed its
+  Ritz values by more than ``t`` units of the largest kept one,
+  :func:`~ddlearn.learned.coarse.local_coarse.refine_checked`, is refined again with twice the
+  steps, and if still above, solved by SLEPc; counted in the view).
+
+*Why these defaults* (``benchmarks/refinement_check.py``: 255², N = 64, contrast 1e6, unseen
+fields; loss = :func:`~.local_coarse.ritz_loss` against the exact eigenvalues):
+
+- the Dirichlet pencil: the shipped model's CG iterations 43 → 35 (channels), 40 → 38
+  (inclusions) at two steps, spectral's 30 and 32 at four;
+- three steps: the network's median loss falls from 0.19 (two steps) to 0.006;
+- the check on the last step's change, not on residuals: a refinement from random vectors
+  that missed the channel modes (loss 4–8, twice the CG iterations) has scaled residuals
+  :math:`\|A^Nv-\tilde\lambda Bv\|` only 1.5 x the network's (a residual certifies the pairs
+  found, never the ones missed), while its last-step change is 5–7 x larger (median 1.3–1.5
+  against 0.1–0.25 at three steps); with tol 1 the network's subdomains pass and most random
+  ones get more steps.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
+import numpy as np
 from mpi4py import MPI
 from petsc4py import PETSc
 
 from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
+from ...classical.coarse.spectral import PENCILS
 from ...decomposition.collective import collective_check
-from .local_coarse import PRETRAINED, STARTS, check_inputs, learned_entries, load_model
+from .local_coarse import (CHANGE_TOL, PRETRAINED, SERVE_STEPS, STARTS, Serving,
+                           check_inputs, learned_entries, load_model)
 
-__all__ = ["Learned"]
+__all__ = ["Learned", "PRETRAINED_BY_DIM", "STENCIL_DIM"]
+
+#: the models shipped with ddlearn, by dimension
+PRETRAINED_BY_DIM = {2: PRETRAINED, 3: os.path.join(os.path.dirname(PRETRAINED),
+                                                    "local_coarse3d.pt")}
+#: the dimension of a finite-difference stencil's entries per row
+STENCIL_DIM = {5: 2, 7: 3}
+
+
+def _fingerprint(I: np.ndarray) -> str:
+    """What identifies a subdomain between set-ups: its sorted global rows."""
+    return hashlib.sha1(np.ascontiguousarray(I, dtype=np.int64).tobytes()).hexdigest()
+
+
+def _max_row_entries(A: PETSc.Mat) -> int:
+    indptr = A.getValuesCSR()[0]
+    mine = int(np.diff(indptr).max(initial=0))
+    return A.getComm().tompi4py().allreduce(mine, op=MPI.MAX)
 
 
 class Learned(CoarseSpace):
@@ -27,10 +74,13 @@ class Learned(CoarseSpace):
     value_dependent = True
 
     def __init__(self, model: str | None = None, nev: int | None = None,
-                 steps: int | None = None, start: str = "network"):
+                 steps: int | None = None, start: str = "network", pencil: str = "dirichlet",
+                 threshold: float = 0.0, tol: float = CHANGE_TOL):
         super().__init__()
         self.model, self.nev, self.steps, self.start = model, nev, steps, start
+        self.pencil, self.threshold, self.tol = pencil, threshold, tol
         self._loaded = None  # (path, model, meta)
+        self._previous = {}  # subdomain id -> (fingerprint, V): the last set-up's vectors
 
     def set_from_options(self, prefix: str) -> None:
         opts = self.options(prefix)
@@ -40,15 +90,35 @@ class Learned(CoarseSpace):
         steps = opts.getInt("steps", -1 if self.steps is None else self.steps)
         self.steps = None if steps < 0 else steps
         self.start = opts.getString("start", self.start)
+        self.pencil = opts.getString("pencil", self.pencil)
+        self.threshold = opts.getReal("threshold", self.threshold)
+        self.tol = opts.getReal("tol", self.tol)
 
-    def _load(self, comm):
+    def _dimension(self, inp: CoarseInput) -> tuple[int, int]:
+        """``(dim, stencil)`` of the matrix: the coordinates' dimension (else the stencil's) and
+        the most entries of a row (collective)."""
+        comm = inp.comm
+        stencil = _max_row_entries(inp.A)
+        mpi = comm.tompi4py()
+        dims = {d for d in mpi.allgather(None if inp.coordinates is None
+                                         else int(inp.coordinates.shape[1])) if d is not None}
+        dim = dims.pop() if dims else STENCIL_DIM.get(stencil)
+        collective_check(comm, dim is not None or self.model,
+                         f"the learned coarse space cannot tell this matrix's dimension: it has "
+                         f"up to {stencil} entries per row (no 5- or 7-point stencil) and no "
+                         f"coordinates; give the coordinates (ddlearn.pc.set_coordinates) or "
+                         f"-ddlearn_learned_model FILE")
+        return dim, stencil
+
+    def _load(self, comm, dim):
         """The model, read once (every rank reads the file; a bad file fails on every rank)."""
-        path = self.model or PRETRAINED
+        path = self.model or PRETRAINED_BY_DIM.get(dim, PRETRAINED)
         if self._loaded is not None and self._loaded[0] == path:
             return self._loaded
         collective_check(comm, os.path.exists(path),
                          f"no learned coarse-space model at {path}: give -ddlearn_learned_model "
-                         f"FILE (train one with python -m ddlearn.learned.coarse.local_training)")
+                         f"FILE (train one with python -m ddlearn.learned.coarse.local_training"
+                         f"{' --dim 3' if dim == 3 else ''})")
         try:
             loaded, error = load_model(path), None
         except (ValueError, OSError) as e:
@@ -57,41 +127,117 @@ class Learned(CoarseSpace):
         self._loaded = (path, *loaded[:2])
         return self._loaded
 
-    def vectors(self, inp: CoarseInput) -> CoarseVectors:
-        comm = inp.comm
-        path, model, meta = self._load(comm)
+    def _check(self, comm, path, model, meta, dim, stencil) -> Serving:
+        """The settings of this set-up, refused on every rank when they or the model do not fit
+        the matrix."""
         trained = meta["train_config"]
-        collective_check(comm, inp.block_size == 1,
-                         f"the learned coarse-space model {os.path.basename(path)} was trained "
-                         f"on scalar diffusion (block size 1), and this matrix has block size "
-                         f"{inp.block_size}: use -ddlearn_coarse_space spectral, gdsw, rgdsw "
-                         f"or nicolaides for vector problems")
-        collective_check(comm, self.start in STARTS,
-                         f"unknown -ddlearn_learned_start {self.start!r}; choose one of "
-                         f"{', '.join(STARTS)}")
+        name = os.path.basename(path)
+        trained_dim = trained.get("dim", 2)
+        trained_stencil = meta.get("stencil", 2 * trained_dim + 1)
+        fix = (f"use the model for this discretisation (the shipped ones serve 5-point 2D and "
+               f"7-point 3D matrices) or train one with python -m "
+               f"ddlearn.learned.coarse.local_training --dim {dim or 'D'}")
+        collective_check(comm, dim is None or dim == trained_dim,
+                         f"the learned coarse-space model {name} was trained in {trained_dim}D "
+                         f"and this matrix is {dim}D: {fix}")
+        collective_check(comm, stencil == trained_stencil,
+                         f"the learned coarse-space model {name} was trained on matrices of "
+                         f"{trained_stencil} entries per row and this one has up to {stencil}: "
+                         f"{fix}")
+        for what, value, choices in (("start", self.start, STARTS),
+                                     ("pencil", self.pencil, PENCILS)):
+            collective_check(comm, value in choices,
+                             f"unknown -ddlearn_learned_{what} {value!r}; choose one of "
+                             f"{', '.join(choices)}")
+        collective_check(comm, self.threshold >= 0,
+                         f"-ddlearn_learned_threshold must be positive (or 0 for 'the nev "
+                         f"smallest'), got {self.threshold!r}")
+        collective_check(comm, self.tol > 0,
+                         f"-ddlearn_learned_tol must be positive (the largest change of the "
+                         f"Ritz values in the last refinement step a subdomain may keep, in "
+                         f"units of its largest one; {CHANGE_TOL:g} by default, a large value "
+                         f"switches the fallback off), got {self.tol!r}")
         nev = self.nev or trained["k"]
-        steps = trained["serve_steps"] if self.steps is None else self.steps
+        steps = SERVE_STEPS if self.steps is None else self.steps
         collective_check(comm, nev <= model.config["vectors"] * (steps + 1),
                          f"-ddlearn_learned_nev {nev} exceeds the {model.config['vectors']} x "
                          f"{steps + 1} dimensions of the refinement space: raise "
                          f"-ddlearn_learned_steps")
-        out, stats, timing = learned_entries(inp.A, inp.subdomains, model, nev, steps,
-                                             inp.auxiliary, self.start)
+        return Serving(nev, steps, self.start, self.pencil, self.threshold, self.tol)
+
+    def _starts(self, inp: CoarseInput):
+        """``(coordinates, previous, warm)`` for the ``polynomial`` and ``previous`` starts."""
+        s, comm = inp.subdomains, inp.comm
+        coordinates = previous = None
+        warm = 0
+        if self.start == "polynomial":
+            collective_check(comm, inp.coordinates is not None,
+                             "-ddlearn_learned_start polynomial needs the coordinates of the "
+                             "rows: give them (ddlearn.pc.set_coordinates, PCSetCoordinates) or "
+                             "choose another start")
+            coordinates = s.gather_columns(inp.A, np.asarray(inp.coordinates, dtype=np.float64))
+        if self.start == "previous":
+            previous = []
+            for i, I in zip(s.ids, s.overlapping):
+                kept = self._previous.get(int(i))
+                match = kept is not None and kept[0] == _fingerprint(I)
+                previous.append(kept[1] if match else None)
+                warm += match
+        return coordinates, previous, warm
+
+    def vectors(self, inp: CoarseInput) -> CoarseVectors:
+        comm = inp.comm
+        collective_check(comm, inp.block_size == 1,
+                         f"the learned coarse space was trained on scalar diffusion (block size "
+                         f"1), and this matrix has block size {inp.block_size}: use "
+                         f"-ddlearn_coarse_space spectral, gdsw, rgdsw or nicolaides for vector "
+                         f"problems")
+        dim, stencil = self._dimension(inp)
+        path, model, meta = self._load(comm, dim)
+        serving = self._check(comm, path, model, meta, dim, stencil)
+        coordinates, previous, warm = self._starts(inp)
+        out, stats, info, refined = learned_entries(inp.A, inp.subdomains, model, serving,
+                                                    inp.auxiliary, coordinates, previous)
+        if self.start == "previous":
+            s = inp.subdomains
+            self._previous = {int(i): (_fingerprint(I), refined[int(i)])
+                              for i, I in zip(s.ids, s.overlapping)}
         warnings = check_inputs(comm, meta, stats, inp.subdomains.overlap)
         if warnings and comm.getRank() == 0:
             PETSc.Sys.Print("Warning: " + "; ".join(warnings))
         mpi = comm.tompi4py()
-        self.found = {"model": path, "vectors": out.n0, "nev": nev, "steps": steps,
-                      "start": self.start,
-                      "warnings": warnings,
-                      **{key: mpi.allreduce(v, op=MPI.MAX) for key, v in timing.items()}}
+        total = mpi.allreduce(len(inp.subdomains.ids))
+        self.found = {"model": path, "vectors": out.n0, "nev": serving.k,
+                      "steps": serving.steps, "start": self.start, "pencil": self.pencil,
+                      "threshold": self.threshold, "tol": self.tol, "warnings": warnings,
+                      "subdomains": total,
+                      "per_subdomain_min": mpi.allreduce(info.pop("kept_min"), op=MPI.MIN),
+                      "per_subdomain_max": mpi.allreduce(info.pop("kept_max"), op=MPI.MAX),
+                      "more_steps": mpi.allreduce(info.pop("more_steps")),
+                      "eigensolves": mpi.allreduce(info.pop("eigensolves")),
+                      **{key: mpi.allreduce(v, op=MPI.MAX) for key, v in info.items()}}
+        if self.start == "previous":
+            self.found["warm_subdomains"] = mpi.allreduce(warm)
         return out
 
     def view(self, viewer: PETSc.Viewer) -> None:
         m = self.found
         if not m:
             return super().view(viewer)
+        start = m["start"]
+        if start == "previous":
+            cold = m["subdomains"] - m["warm_subdomains"]
+            start = (f"previous ({m['warm_subdomains']} subdomains from the last set-up's "
+                     f"vectors, {cold} from the network"
+                     + (": new or changed subdomains" if cold else "") + ")")
         viewer.printfASCII(f"  learned coarse space (model {os.path.basename(m['model'])}): "
-                           f"{m['vectors']} local vectors ({m['nev']} per subdomain, "
-                           f"{m['steps']} block Krylov steps from {m['start']} start "
-                           f"vectors)\n")
+                           f"{m['vectors']} local vectors ({m['per_subdomain_min']}.."
+                           f"{m['per_subdomain_max']} per subdomain, nev {m['nev']}, threshold "
+                           f"{m['threshold']:g}), {m['steps']} block Krylov steps on the "
+                           f"{m['pencil']} pencil from {start} start vectors\n")
+        viewer.printfASCII(f"  a-posteriori check (last step's change of the Ritz values, tol "
+                           f"{m['tol']:g}, largest kept {m['change_max']:.2g}): "
+                           f"{m['subdomains'] - m['more_steps']} of "
+                           f"{m['subdomains']} subdomains passed, {m['more_steps']} refined "
+                           f"with {2 * m['steps']} steps, {m['eigensolves']} fell back to the "
+                           f"eigensolve\n")

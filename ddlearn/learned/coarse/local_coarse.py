@@ -49,6 +49,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,15 +60,16 @@ from petsc4py import PETSc
 from torch import nn
 
 from ...classical.reference import neumann_matrix
-from ...classical.coarse_space import CoarseVectors, subdomain_columns
-from ...classical.neumann import neumann_matrices, regularised_pencil
+from ...classical.coarse_space import subdomain_columns
+from ...classical.neumann import dirichlet_blocks, neumann_matrices, regularised_pencil
 from ...decomposition.collective import collective_check
 from ..common import atomic_write, atomic_write_json, read_payload
 
 __all__ = ["KIND", "DIFFUSION_STEPS", "PatchBatch", "local_features", "LocalCoarseNet",
            "start_vectors", "refine", "ritz_loss", "save_model", "load_model", "model_hash",
            "input_statistics", "check_inputs", "learned_entries", "PRETRAINED",
-           "serial_basis", "update_record"]
+           "serial_basis", "update_record", "max_row_entries", "monomials", "refine_checked",
+           "Serving", "CHANGE_TOL", "SERVE_STEPS"]
 
 KIND = "learned-local-coarse"
 FORMAT_VERSION = 1
@@ -128,6 +130,11 @@ class PatchBatch:
     def split(self, X):
         """Per-subdomain row blocks of a stacked array or tensor."""
         return [X[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
+
+    def block(self, i: int):
+        """``(A^N, B)`` of subdomain ``i``."""
+        rows = slice(self.offsets[i], self.offsets[i + 1])
+        return self.AN[rows][:, rows], self.B[rows][:, rows]
 
 
 def local_features(batch: PatchBatch, seed: int = 0):
@@ -256,10 +263,31 @@ def _ritz(batch: PatchBatch, S: list[torch.Tensor]):
 def refine(batch: PatchBatch, X, steps: int, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per subdomain ``(lambda, V)``: the ``k`` smallest Ritz pairs on the block Krylov space
     of its start vectors (rows of the stacked ``X``); see the module docstring."""
+    return refine_checked(batch, X, steps, k)[0]
+
+
+def refine_checked(batch: PatchBatch, X, steps: int, k: int):
+    r"""``(pairs, change)``: :func:`refine`'s pairs and, per subdomain, what the last Krylov
+    step changed in its Ritz values, in units of the largest kept one,
+
+    .. math:: \Delta_i = \sum_{j\le k}\big(\tilde\lambda^{(s-1)}_{ij}
+              - \tilde\lambda^{(s)}_{ij}\big) / \tilde\lambda^{(s)}_{ik} \;\ge 0
+
+    (the spaces are nested, so Ritz values only decrease; 0 for ``steps = 0``). It estimates
+    the loss of :func:`ritz_loss` one step earlier without the exact eigenvalues: a converged
+    refinement changes nothing, a start that missed a low mode (a channel's) finds it late and
+    changes a whole unit."""
     with torch.no_grad():
         X = torch.as_tensor(X, dtype=torch.float64)
-        return [(lam[:k].numpy(), V[:, :k].numpy())
-                for lam, V in _ritz(batch, _krylov(batch, X, steps))]
+        S = _krylov(batch, X, steps)
+        pairs = [(lam[:k].numpy(), V[:, :k].numpy()) for lam, V in _ritz(batch, S)]
+        change = np.zeros(len(batch))
+        if steps and len(batch):
+            before = _ritz(batch, [b[:, :X.shape[1] * steps] for b in S])
+            for i, ((lam, _), (old, _)) in enumerate(zip(pairs, before)):
+                old = old[:len(lam)].numpy()
+                change[i] = float(np.sum(old - lam) / max(lam[-1], 1e-300))
+    return pairs, change
 
 
 def ritz_loss(batch: PatchBatch, X: torch.Tensor, exact: list[np.ndarray], steps: int, k: int):
@@ -272,23 +300,62 @@ def ritz_loss(batch: PatchBatch, X: torch.Tensor, exact: list[np.ndarray], steps
     return total / len(batch)
 
 
-#: where the refinement starts: the network's vectors, or seeded Gaussian vectors (the
-#: baseline the network has to beat with the same refinement)
-STARTS = ("network", "random")
+#: where the refinement starts: the network's vectors; the classical alternatives fed to the
+#: same refinement: seeded Gaussian vectors, low-order polynomials of the coordinates (the
+#: constant is Nicolaides' vector, the multilinear ones span the Q1 hats on a box), the previous
+#: set-up's coarse vectors of the same subdomain (a loop over fields)
+STARTS = ("network", "random", "polynomial", "previous")
+
+
+def _random(name, rows: int, width: int, seed: int) -> np.ndarray:
+    return np.random.default_rng([seed, int(name)]).standard_normal((rows, width))
+
+
+def monomials(x: np.ndarray, m: int) -> np.ndarray:
+    r"""The first ``m`` monomials of the coordinates ``x`` (``(rows, dim)``, centred and scaled
+    to :math:`[-1, 1]` on the rows given): :math:`1`, the multilinear ones by degree
+    (:math:`x, y, z, xy, xz, yz, xyz`), then :math:`x^2, y^2, \dots` and the rest of degree 3
+    (:math:`x^2y, xy^2, \dots`)."""
+    lo, hi = x.min(axis=0), x.max(axis=0)
+    t = (x - (lo + hi) / 2) / np.where(hi > lo, (hi - lo) / 2, 1.0)
+    dim = x.shape[1]
+    powers = [p for degree in range(4) for p in np.ndindex(*(degree + 1,) * dim)
+              if sum(p) == degree]
+    # multilinear before the rest of each degree: Q1 before the quadratic ones
+    powers.sort(key=lambda p: (max(p) > 1, sum(p)))
+    if m > len(powers):
+        raise ValueError(f"{m} polynomial start vectors asked for, {len(powers)} monomials of "
+                         f"degree <= 3 in {dim}D")
+    return np.stack([np.prod(t ** np.asarray(p), axis=1) for p in powers[:m]], axis=1)
 
 
 def start_vectors(model: LocalCoarseNet, batch: PatchBatch, start: str = "network",
-                  seed: int = 0) -> torch.Tensor:
-    """The stacked start vectors, without gradients: the network's, or ``random`` ones drawn
-    per subdomain from ``seed`` and its global id (the same on any number of ranks)."""
+                  seed: int = 0, coordinates=None, previous=None) -> torch.Tensor:
+    """The stacked start vectors, without gradients (``start`` one of :data:`STARTS`): the
+    network's; ``random`` ones drawn per subdomain from ``seed`` and its global id (the same on
+    any number of ranks); the :func:`monomials` of ``coordinates`` (one ``(rows, dim)`` array
+    per subdomain); or ``previous`` (one array or ``None`` per subdomain: the network's vectors
+    stand in for ``None``, seeded random columns for the missing ones)."""
+    width = model.config["vectors"]
+    if not len(batch):
+        return torch.zeros((0, width), dtype=torch.float64)
     if start == "random":
-        width = model.config["vectors"]
-        return torch.from_numpy(np.concatenate([
-            np.random.default_rng([seed, int(i)]).standard_normal((m, width))
-            for i, m in zip(batch.names, batch.sizes)])) if len(batch) else \
-            torch.zeros((0, width), dtype=torch.float64)
+        return torch.from_numpy(np.concatenate([_random(i, m, width, seed)
+                                                for i, m in zip(batch.names, batch.sizes)]))
+    if start == "polynomial":
+        return torch.from_numpy(np.concatenate([monomials(x, width) for x in coordinates]))
     with torch.no_grad():
-        return model(batch)
+        X = model(batch)
+    if start != "previous":
+        return X
+    out = []
+    for name, x, V in zip(batch.names, batch.split(X), previous):
+        if V is None:
+            out.append(x)
+        else:
+            out.append(torch.from_numpy(np.hstack([V[:, :width], _random(
+                name, len(V), width - min(V.shape[1], width), seed)])))
+    return torch.cat(out)
 
 
 def input_statistics(batch: PatchBatch) -> dict:
@@ -397,12 +464,20 @@ def load_model(path: str):
     return model, payload["meta"], extra
 
 
+def max_row_entries(A: sp.spmatrix) -> int:
+    """The most stored entries of a row of ``A``: the stencil a model was trained on (5 for
+    the 2D 5-point, 7 for the 3D 7-point matrices)."""
+    A = sp.csr_matrix(A)
+    return int(np.diff(A.indptr).max(initial=0))
+
+
 def serial_basis(A: sp.spmatrix, subdomains, weights, model: LocalCoarseNet, k: int,
-                 steps: int) -> sp.csr_matrix:
+                 steps: int, rights=None) -> sp.csr_matrix:
     r"""Serial construction of the learned coarse vectors :math:`[R_i^TD_iV_i]_i` of a scipy
-    matrix on the overlapping sets ``subdomains`` with weights ``weights`` (the reference the
-    distributed PC is tested against; the shipped model's recorded check)."""
-    batch = PatchBatch([neumann_matrix(A, I) for I in subdomains], list(weights))
+    matrix on the overlapping sets ``subdomains`` with weights ``weights`` and the pencil's
+    right-hand matrices ``rights`` (:class:`PatchBatch`; the reference the distributed PC is
+    tested against; the shipped model's recorded check)."""
+    batch = PatchBatch([neumann_matrix(A, I) for I in subdomains], list(weights), rights=rights)
     rows, cols, vals, offset = [], [], [], 0
     for I, D, (_, V) in zip(subdomains, weights, refine(batch, start_vectors(model, batch),
                                                          steps, k)):
@@ -441,26 +516,94 @@ def check_inputs(comm, model_meta: dict, stats: dict, overlap: int) -> list[str]
     return []
 
 
-def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, k: int, steps: int,
-                    auxiliary=None, start: str = "network") -> tuple[CoarseVectors, dict, dict]:
+#: the a-posteriori check's default tolerance on the last step's change :func:`refine_checked`
+#: (calibrated in the module docstring of :mod:`.learned`)
+CHANGE_TOL = 1.0
+#: block Krylov steps of the refinement at set-up (measured in :mod:`.learned`)
+SERVE_STEPS = 3
+
+
+@dataclass
+class Serving:
+    r"""How the learned coarse space is built at set-up: ``k`` vectors per subdomain at most,
+    ``steps`` block Krylov steps from ``start`` (:data:`STARTS`) on ``pencil``
+    (``dirichlet`` or ``neumann``, as the spectral space's); with ``threshold`` :math:`\tau >
+    0` only the Ritz pairs with :math:`\tilde\lambda < \tau` are kept; a subdomain whose last
+    step changed its Ritz values by more than ``tol`` (:func:`refine_checked`) is refined again
+    with twice the steps and, if still above, solved by the eigensolver (SLEPc)."""
+
+    k: int
+    steps: int
+    start: str = "network"
+    pencil: str = "dirichlet"
+    threshold: float = 0.0
+    tol: float = CHANGE_TOL
+    seed: int = 0
+
+
+def _eigensolve(AN, D, AR, k: int):
+    """The exact fallback: the ``k`` smallest eigenpairs by SLEPc (scipy's ARPACK if SLEPc's
+    Cholesky fails, as the spectral space does)."""
+    from ...classical.coarse.spectral import SpectralSettings, local_eigenvectors
+    try:
+        return local_eigenvectors(AN, D, SpectralSettings(k), "ddlearn_learned_eps_", AR)
+    except Exception:  # SLEPc reports some failures as SystemError
+        return local_eigenvectors(AN, D, SpectralSettings(k, eigensolver="scipy"), right=AR)
+
+
+def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Serving,
+                    auxiliary=None, coordinates=None, previous=None):
     r"""This rank's entries of the learned coarse vectors :math:`R_i^TD_iV_i` (on the user's
-    ``auxiliary`` Neumann matrices when given, else the algebraic ones; the refinement started
-    from ``start``, one of :data:`STARTS`), this rank's input statistics and the timing split
-    ``{factor_s, forward_s, refine_s}`` (collective)."""
+    ``auxiliary`` Neumann matrices when given, else the algebraic ones; built as ``serving``
+    says; ``coordinates``: per subdomain its rows' coordinates, for the ``polynomial`` start;
+    ``previous``: per subdomain the last set-up's vectors or ``None``, for the ``previous``
+    start). Returns ``(vectors, statistics, info, refined)``: the coarse vectors, this rank's
+    input statistics, ``info`` (the timing split ``factor_s, forward_s, refine_s, check_s`` and
+    the a-posteriori check's counts ``more_steps, eigensolves`` and largest last-step change
+    ``change_max`` after it, this rank's) and ``refined = {subdomain id: V_i}`` (collective)."""
     comm = A.getComm()
     clock = time.perf_counter()
-    ANs = neumann_matrices(A, subdomains, auxiliary, "the learned coarse space")
+    blocks = dirichlet_blocks(A, subdomains)
+    ANs = neumann_matrices(A, subdomains, auxiliary, "the learned coarse space", blocks)
+    rights = blocks if serving.pencil == "dirichlet" else None
     try:
-        batch, error = PatchBatch(ANs, subdomains.weights, subdomains.ids), None
+        batch, error = PatchBatch(ANs, subdomains.weights, subdomains.ids, rights=rights), None
     except (ValueError, RuntimeError) as e:  # RuntimeError: splu of a singular matrix
         batch, error = None, str(e)
     collective_check(comm, error is None, f"the learned coarse space cannot be built: {error}")
     factor_s = time.perf_counter() - clock
-    X = start_vectors(model, batch, start)
+    X = start_vectors(model, batch, serving.start, serving.seed, coordinates, previous)
     forward_s = time.perf_counter() - clock - factor_s
-    found = {int(i): (I, D, V) for i, I, D, (_, V) in
-             zip(subdomains.ids, subdomains.overlapping, subdomains.weights,
-                 refine(batch, X, steps, k))} if len(batch) else {}
+    pairs, change = refine_checked(batch, X, serving.steps, serving.k)
     refine_s = time.perf_counter() - clock - factor_s - forward_s
-    timing = {"factor_s": factor_s, "forward_s": forward_s, "refine_s": refine_s}
-    return subdomain_columns(comm, subdomains.N, found), input_statistics(batch), timing
+    more, solved = 0, 0
+    bad = np.flatnonzero(change > serving.tol)
+    if len(bad):
+        # the same start with twice the steps on the subdomains that failed, then the eigensolve
+        more = len(bad)
+        again = PatchBatch([ANs[j] for j in bad], [subdomains.weights[j] for j in bad],
+                           [batch.names[j] for j in bad],
+                           rights=None if rights is None else [rights[j] for j in bad])
+        second, still = refine_checked(again, torch.cat([batch.split(X)[j] for j in bad]),
+                                       2 * serving.steps, serving.k)
+        for j, pair, c in zip(bad, second, still):
+            pairs[j], change[j] = pair, c
+            if c > serving.tol:
+                pairs[j] = _eigensolve(ANs[j], subdomains.weights[j],
+                                       ANs[j] if rights is None else rights[j], serving.k)
+                change[j] = 0.0
+                solved += 1
+    if serving.threshold > 0:
+        pairs = [(lam[lam < serving.threshold], V[:, lam < serving.threshold])
+                 for lam, V in pairs]
+    check_s = time.perf_counter() - clock - factor_s - forward_s - refine_s
+    found = {int(i): (I, D, V) for i, I, D, (_, V) in
+             zip(subdomains.ids, subdomains.overlapping, subdomains.weights, pairs)}
+    info = {"factor_s": factor_s, "forward_s": forward_s, "refine_s": refine_s,
+            "check_s": check_s, "more_steps": more, "eigensolves": solved,
+            "change_max": float(change.max(initial=0.0)),
+            "kept_min": min((V.shape[1] for _, V in pairs), default=serving.k),
+            "kept_max": max((V.shape[1] for _, V in pairs), default=0)}
+    refined = {i: V for i, (_, _, V) in found.items()}
+    return (subdomain_columns(comm, subdomains.N, found), input_statistics(batch), info,
+            refined)

@@ -2,9 +2,12 @@ r"""Training the learned local coarse space (:mod:`.local_coarse`) once, offline
 coefficient families, distributed over MPI ranks.
 
 Data: fields of the families of :mod:`ddlearn.decomposition.coefficients` (each field's
-contrast drawn log-uniformly in ``[1, contrast_max]`` from its seed) on an ``n x n`` grid cut
-into ``N`` boxes with overlap ``overlap``; every subdomain is one sample with its ``k + 1``
-smallest exact eigenvalues (ARPACK, the spectral coarse space's pencil). Training, validation
+contrast drawn log-uniformly in ``[1, contrast_max]`` from its seed) on an ``n x n`` (``dim =
+2``, 5-point) or ``n x n x n`` (``dim = 3``, 7-point) grid cut into ``N`` boxes with overlap
+``overlap``; every subdomain is one sample with its ``k + 1`` smallest exact eigenvalues
+(ARPACK) of the spectral coarse space's ``pencil`` (``neumann`` or ``dirichlet``, see
+:mod:`ddlearn.classical.coarse.spectral`). ``init``: a model file whose parameters start the
+training (a 3D model fine-tuned from the 2D one: the graph input is the same in any dimension). Training, validation
 and test fields come from disjoint seed ranges (:data:`SEEDS`).
 
 Steps: step ``t`` uses a global batch of ``F = fields_per_step`` training fields chosen from
@@ -37,15 +40,17 @@ from mpi4py import MPI
 
 from ...classical import reference
 from ...classical.reference import neumann_matrix
-from ...classical.coarse.spectral import SpectralSettings, local_eigenvectors
+from ...classical.coarse.spectral import PENCILS, SpectralSettings, local_eigenvectors
 from ...decomposition import Decomposition
 from ...decomposition.problems import make_problem
 from ..common import BestState, cosine_schedule, progress_bar
 from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics,
-                           load_model, ritz_loss, save_model, serial_basis, update_record)
+                           load_model, max_row_entries, ritz_loss, save_model, serial_basis,
+                           update_record)
 
 __all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches", "step_fields",
-           "train_local_coarse", "check_iterations", "CHECK_FIELDS", "main"]
+           "train_local_coarse", "check_iterations", "check_fields", "family_problem",
+           "pencil_rights", "main"]
 
 #: first seed of each split: training fields are 0, 1, ...; the others never overlap them
 SEEDS = {"train": 0, "validation": 100_000, "test": 200_000}
@@ -62,6 +67,9 @@ class LocalTrainConfig:
     n: int = 127
     N: int = 16
     overlap: int = 1
+    dim: int = 2
+    pencil: str = "neumann"  # the shipped 2D model's; "dirichlet" is the spectral default
+    init: str | None = None  # a model file to start from
     contrast_max: float = 1e8
     k: int = 8
     steps: int = 1  # block Krylov steps of the refinement in the loss
@@ -102,21 +110,36 @@ def step_fields(cfg: LocalTrainConfig, step: int) -> list[int]:
     return [g + F * int(j) for g, j in enumerate(picks)]
 
 
+def family_problem(family: str, n: int, dim: int, **kw):
+    """The problem of a coefficient ``family`` (``channels``, ...) in ``dim`` dimensions."""
+    return make_problem(f"random_{family}" + ("3d" if dim == 3 else ""), n, **kw)
+
+
+def pencil_rights(A, subdomains, pencil: str):
+    """The right-hand matrices :math:`A_i^R` of ``pencil`` on the sets ``subdomains`` of the
+    scipy matrix ``A`` (``None``: the Neumann pencil, :math:`A_i^R = A_i^N`)."""
+    if pencil not in PENCILS:
+        raise ValueError(f"unknown pencil {pencil!r}; choose one of {', '.join(PENCILS)}")
+    return [A[I][:, I].tocsr() for I in subdomains] if pencil == "dirichlet" else None
+
+
 def family_patches(cfg: LocalTrainConfig, split: str, comm=MPI.COMM_WORLD) -> dict:
     """This rank's fields of ``split`` by global index: ``{index: (PatchBatch, exact
     eigenvalues per subdomain)}``."""
-    dec = Decomposition((cfg.n, cfg.n), cfg.N, cfg.overlap)
+    dec = Decomposition((cfg.n,) * cfg.dim, cfg.N, cfg.overlap)
     settings = SpectralSettings(cfg.k + 1, eigensolver="scipy", tol=1e-8)
     fields = {}
     for index, (fam, seed) in enumerate(_jobs(cfg, split)):
         if _owner(cfg, split, index, comm.Get_size()) != comm.Get_rank():
             continue
-        A = make_problem(f"random_{fam}", cfg.n, contrast=field_contrast(seed, cfg.contrast_max),
-                         seed=seed).matrix()
+        A = family_problem(fam, cfg.n, cfg.dim, contrast=field_contrast(seed, cfg.contrast_max),
+                           seed=seed).matrix()
         ANs = [neumann_matrix(A, I) for I in dec.subdomains]
         Ds = [dec.D(i) for i in range(dec.N)]
-        exact = [local_eigenvectors(AN, D, settings)[0] for AN, D in zip(ANs, Ds)]
-        fields[index] = (PatchBatch(ANs, Ds), exact)
+        rights = pencil_rights(A, dec.subdomains, cfg.pencil)
+        exact = [local_eigenvectors(AN, D, settings, right=None if rights is None else R)[0]
+                 for AN, D, R in zip(ANs, Ds, rights or [None] * len(ANs))]
+        fields[index] = (PatchBatch(ANs, Ds, rights=rights), exact)
     return fields
 
 
@@ -174,6 +197,13 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     val = family_patches(cfg, "validation", comm)
     data_s = comm.allreduce(time.perf_counter() - clock, op=MPI.MAX)
     model = LocalCoarseNet(cfg.vectors, cfg.hidden, cfg.layers, cfg.seed)
+    if cfg.init:
+        start_from = load_model(cfg.init)[0]
+        if start_from.config != model.config:
+            raise ValueError(f"--init {cfg.init} has the configuration {start_from.config}, "
+                             f"not {model.config}: give matching --vectors, --hidden, --layers, "
+                             f"--seed")
+        model.load_state_dict(start_from.state_dict())
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(cfg.lr, cfg.lr_final,
                                                                    cfg.iterations))
@@ -200,7 +230,9 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
             "samples": comm.allreduce(sum(len(b) for b, _ in train.values())),
             "validation_samples": comm.allreduce(sum(len(b) for b, _ in val.values())),
             "input_statistics": _statistics([b for b, _ in (*train.values(), *val.values())],
-                                            comm)}
+                                            comm),
+            "stencil": max_row_entries(family_problem(cfg.families[0], cfg.n, cfg.dim,
+                                                      seed=0).matrix())}
     params = list(model.parameters())
     for step in range(start, min(cfg.iterations, until or cfg.iterations)):
         tic = time.perf_counter()
@@ -253,23 +285,27 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     return record
 
 
-#: the fields the shipped model's record carries its CG iterations for (test seeds, serial)
-CHECK_FIELDS = tuple((family, 127, 16, 1e6, SEEDS["test"]) for family in
-                     ("channels", "inclusions", "lognormal"))
+def check_fields(train_config: dict) -> tuple:
+    """The ``(family, n, N, contrast, seed)`` fields a model's record carries its CG iterations
+    for: each family at the training grid, contrast 1e6, the first test seed."""
+    return tuple((family, train_config["n"], train_config["N"], 1e6, SEEDS["test"])
+                 for family in ("channels", "inclusions", "lognormal"))
 
 
-def check_iterations(path: str, cases=CHECK_FIELDS) -> list[dict]:
+def check_iterations(path: str, cases=None) -> list[dict]:
     """CG iterations (rtol 1e-8, random right-hand side of seed 0) of two-level Schwarz with the
     learned coarse space of the model at ``path`` on each ``(family, n, N, contrast, seed)``
-    field, built serially (:func:`.local_coarse.serial_basis`)."""
+    field (default :func:`check_fields`), built serially (:func:`.local_coarse.serial_basis`)
+    on the model's pencil."""
     model, meta, _ = load_model(path)
     cfg = meta["train_config"]
+    dim, pencil = cfg.get("dim", 2), cfg.get("pencil", "neumann")
     out = []
-    for family, n, N, contrast, seed in cases:
-        A = make_problem(f"random_{family}", n, contrast=contrast, seed=seed).matrix()
-        dec = Decomposition((n, n), N, cfg["overlap"])
+    for family, n, N, contrast, seed in (check_fields(cfg) if cases is None else cases):
+        A = family_problem(family, n, dim, contrast=contrast, seed=seed).matrix()
+        dec = Decomposition((n,) * dim, N, cfg["overlap"])
         Phi = serial_basis(A, dec.subdomains, [dec.D(i) for i in range(N)], model, cfg["k"],
-                           cfg["serve_steps"])
+                           cfg["serve_steps"], pencil_rights(A, dec.subdomains, pencil))
         b = np.random.default_rng(0).uniform(-1, 1, A.shape[0])
         count = []
         spla.cg(A, b, M=reference.two_level(A, dec, Phi), rtol=1e-8, maxiter=2000,
@@ -314,11 +350,13 @@ def main(argv: list[str] | None = None) -> dict:
                     help="overwrite an existing --out (e.g. the model shipped with ddlearn)")
     ap.add_argument("--families", nargs="+", default=list(defaults.families))
     for name in ("fields_per_family", "validation_per_family", "fields_per_step", "n", "N",
-                 "overlap", "k", "steps", "serve_steps", "vectors", "hidden", "layers",
+                 "overlap", "dim", "k", "steps", "serve_steps", "vectors", "hidden", "layers",
                  "iterations", "eval_every", "seed"):
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     for name in ("contrast_max", "lr", "lr_final"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name))
+    ap.add_argument("--pencil", choices=PENCILS, default=defaults.pencil)
+    ap.add_argument("--init", help="a model file whose parameters start the training")
     ap.add_argument("--restart", action="store_true", help="ignore a checkpoint of this run")
     ap.add_argument("--until", type=int, help="stop after this step; rerun to resume")
     ap.add_argument("--no-progress", action="store_true")
