@@ -33,8 +33,7 @@ previous field's eigenvectors), ``learned`` (``Learned(nev=8)``, the network's s
 every field), ``learned-previous`` (``Learned(nev=8, start="previous")``: the refinement
 started from the previous field's coarse vectors), ``hats`` (Q1 hats on the grid coordinates)
 and ``gamg`` (PETSc's, ``solvers.options.PETSC_REFERENCE["gamg"]``, rebuilt by PETSc at every
-set-up). A variant the installed library does not offer yet is skipped with a message; a
-method the library refuses for a dimension (the learned model's subdomain size range) is
+set-up). A method the library refuses for a dimension (the learned model's subdomain size range) is
 recorded as refused with its message.
 
 Default sizes: 2D 127², N = 16 (32² per subdomain, the learned model's training resolution),
@@ -54,8 +53,8 @@ over the loop. Writes the JSON (atomically, after every method), a markdown tabl
 learned with its training time as a dashed offset) and ``<json stem>_iterations.png``.
 
 JSON: the settings (``ranks``, ``cores``, ``contrast``, ``fields``, ``nev``, ``sizes`` per
-dimension, ``models`` per dimension and their ``training`` records, ``skipped`` variants the
-library lacks) and ``runs``, one per (dimension, family, sequence, method): ``status`` (ok,
+dimension, ``models`` per dimension and their ``training`` records) and ``runs``, one per
+(dimension, family, sequence, method): ``status`` (ok,
 refused, error; ``message``, ``failed_field``), ``peak_start_mb``, ``fields`` (one record per
 field as above) and ``summary`` (means, maxima, ``total_s`` over the loop, ``memory_growth``).
 Paths are relative to the repository root. ``--model FILE`` gives ``Learned(model=FILE)``;
@@ -65,7 +64,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import inspect
 import json
 import os
 import sys
@@ -91,9 +89,7 @@ from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.coefficients import coefficient  # noqa: E402
 from ddlearn.decomposition.problems import Diffusion  # noqa: E402
 from ddlearn.learned.common import atomic_write_json  # noqa: E402
-from ddlearn.learned.coarse import learned as learned_module  # noqa: E402
-from ddlearn.learned.coarse.learned import Learned  # noqa: E402
-from ddlearn.learned.coarse.local_coarse import PRETRAINED, STARTS  # noqa: E402
+from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
 from solvers.options import PETSC_REFERENCE  # noqa: E402
@@ -114,18 +110,6 @@ GAMG_PREFIX = "field_sequence_gamg_"
 def relative(path: str) -> str:
     """``path`` relative to the repository root (no checkout's absolute path in results)."""
     return os.path.relpath(os.path.abspath(path), ROOT)
-
-
-def unavailable() -> dict:
-    """The methods the installed library does not offer yet, with the reason."""
-    out = {}
-    if "warm_start" not in inspect.signature(Spectral.__init__).parameters:
-        out["spectral-warm"] = ("Spectral has no warm_start keyword in this checkout "
-                                "(ddlearn/classical/coarse/spectral.py): skipped")
-    if "previous" not in STARTS:
-        out["learned-previous"] = (f"'previous' is not among the learned starts {STARTS} "
-                                   f"(ddlearn/learned/coarse/local_coarse.py): skipped")
-    return out
 
 
 def make_config(method: str, nev: int, model: str | None):
@@ -358,8 +342,8 @@ def summarise(rec: dict) -> dict:
 
 def model_for(dim: int, model: str | None) -> str:
     """The learned model a run in ``dim`` uses: ``--model``, else the library's choice for the
-    dimension (``PRETRAINED_BY_DIM`` where the library has one)."""
-    return model or getattr(learned_module, "PRETRAINED_BY_DIM", {}).get(dim, PRETRAINED)
+    dimension."""
+    return model or PRETRAINED_BY_DIM[dim]
 
 
 def training_record(model: str) -> dict | None:
@@ -417,13 +401,7 @@ def main(argv: list[str] | None = None):
     sizes[3] = (args.n3 or sizes[3][0], args.N3 or sizes[3][1])
     fields = args.fields or (QUICK_FIELDS if args.quick else 100)
     families = args.families or (["channels"] if args.quick else list(FAMILIES))
-    missing = unavailable()
-    methods = []
-    for m in args.methods:
-        if m in missing:
-            PETSc.Sys.Print(f"{m}: {missing[m]}")
-        else:
-            methods.append(m)
+    methods = list(args.methods)
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "quick": args.quick,
             "contrast": args.contrast, "fields": fields, "nev": args.nev,
             "model": relative(args.model) if args.model else None,
@@ -432,7 +410,6 @@ def main(argv: list[str] | None = None):
                          training_record(model_for(d, args.model)) for d in args.dims},
             "sizes": {str(d): {"n": sizes[d][0], "N": sizes[d][1]} for d in args.dims},
             "families": families, "sequences": args.sequences, "methods": methods,
-            "skipped": {m: missing[m] for m in args.methods if m in missing},
             "krylov": {"type": "cg", "rtol": 1e-8, "norm": "unpreconditioned", "max_it": 3000},
             "runs": []}
     for dim in args.dims:
@@ -474,8 +451,6 @@ def report(data) -> str:
              f"times: slowest rank, total = set-up + solve; memory growth: peak (VmHWM, max "
              f"over ranks) after the last field over the peak after the first (target "
              f"≤ {GROWTH_TARGET:.0%})."]
-    for m, why in data.get("skipped", {}).items():
-        lines.append(f"Skipped {m}: {why}")
     for key in _groups(data):
         dim, family, kind = key
         runs = _runs(data, key)

@@ -21,18 +21,19 @@ Options (``-<prefix>ddlearn_learned_``):
   :func:`~ddlearn.learned.coarse.local_coarse.refine_checked`, is refined again with twice the
   steps, and if still above, solved by SLEPc; counted in the view).
 
-*Why these defaults* (``benchmarks/refinement_check.py``: 255², N = 64, contrast 1e6, unseen
-fields; loss = :func:`~.local_coarse.ritz_loss` against the exact eigenvalues):
+*Why these defaults* (``benchmarks/refinement_check.py``: 255², N = 64, contrast 1e6, an unseen
+field per family, Dirichlet pencil; loss = :func:`~.local_coarse.ritz_loss` against the exact
+eigenvalues, what CG pays for):
 
-- the Dirichlet pencil: the shipped model's CG iterations 43 → 35 (channels), 40 → 38
-  (inclusions) at two steps, spectral's 30 and 32 at four;
-- three steps: the network's median loss falls from 0.19 (two steps) to 0.006;
-- the check on the last step's change, not on residuals: a refinement from random vectors
-  that missed the channel modes (loss 4–8, twice the CG iterations) has scaled residuals
-  :math:`\|A^Nv-\tilde\lambda Bv\|` only 1.5 x the network's (a residual certifies the pairs
-  found, never the ones missed), while its last-step change is 5–7 x larger (median 1.3–1.5
-  against 0.1–0.25 at three steps); with tol 1 the network's subdomains pass and most random
-  ones get more steps.
+- three steps: the network's median loss falls from 0.09–0.20 (two steps) to 0.005–0.008
+  (four: 1e-4);
+- the check on the last step's change, not on residuals: from random vectors three steps leave
+  a median loss of 0.4–2.2 (missed channel modes), yet no residual threshold separates those
+  subdomains from the network's (its largest scaled residual, 0.76, is above the random
+  start's median, 0.25–0.46: a residual certifies the pairs found, never the ones missed),
+  while the last step's change does: at most 0.25–0.88 from the network, a median of
+  1.3–1.5 from random vectors; with tol 1 the network's subdomains pass and most random ones
+  get more steps.
 """
 from __future__ import annotations
 
