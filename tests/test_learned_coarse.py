@@ -25,7 +25,7 @@ from ddlearn.decomposition.problems import Diffusion2D, make_problem
 from ddlearn.learned.coarse.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
                                           refine, ritz_loss, save_model, serial_basis,
                                           start_vectors)
-from ddlearn.learned.coarse.learned import Learned
+from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned
 from ddlearn.learned.coarse.local_training import (LocalTrainConfig, check_iterations, main,
                                             step_fields, train_local_coarse)
 from ddlearn.pc import two_level
@@ -205,22 +205,27 @@ def test_spd_for_random_weights_and_fields(tmp_path_factory):
         T.destroy()
 
 
-def test_shipped_model_reproduces_its_recorded_iterations():
-    """The shipped model file matches its hash (load_model verifies it) and gives, with
-    today's code, exactly the CG iterations recorded when it was trained."""
-    with open(PRETRAINED + ".json") as f:
+@pytest.mark.parametrize("dim", [2, 3])
+def test_shipped_model_reproduces_its_recorded_iterations(dim):
+    """Each shipped model file (2D, 3D) matches its hash (load_model verifies it) and gives,
+    with today's code, exactly the CG iterations recorded when it was trained."""
+    path = PRETRAINED_BY_DIM[dim]
+    with open(path + ".json") as f:
         record = json.load(f)
-    load_model(PRETRAINED)
+    _, meta, _ = load_model(path)
+    assert meta["train_config"].get("dim", 2) == dim
     assert len(record["check"]) == 3
-    assert check_iterations(PRETRAINED) == record["check"]
+    assert check_iterations(path) == record["check"]
 
 
-def test_shipped_model_records_the_command_that_reproduces_it(monkeypatch):
+@pytest.mark.parametrize("dim", [2, 3])
+def test_shipped_model_records_the_command_that_reproduces_it(monkeypatch, dim):
     """The recorded command runs the training script on the recorded number of ranks, and
     its options, read by the script's own parser, give exactly the recorded training settings
     and the shipped file as output (training itself is stubbed out)."""
     from ddlearn.learned.coarse import local_training
-    with open(PRETRAINED + ".json") as f:
+    path = PRETRAINED_BY_DIM[dim]
+    with open(path + ".json") as f:
         record = json.load(f)
     words = shlex.split(record["command"])
     assert words[:2] == ["mpiexec", "-n"] and int(words[2]) == record["ranks"]
@@ -238,7 +243,7 @@ def test_shipped_model_records_the_command_that_reproduces_it(monkeypatch):
     local_training.main(words[6:] + ["--force"])  # the record never carries --force
     config = asdict(seen["cfg"])
     assert {**config, "families": list(config["families"])} == record["train_config"]
-    assert os.path.abspath(seen["out"]) == os.path.abspath(PRETRAINED)
+    assert os.path.abspath(seen["out"]) == os.path.abspath(path)
 
 
 def test_outside_the_trained_families_still_converges():
