@@ -46,32 +46,61 @@ from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.learned.coarse.learned import Learned  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.learned.coarse.local_coarse import PRETRAINED  # noqa: E402
+from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 #: The repository root: model paths in the JSON are written relative to it.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILIES = ("channels", "inclusions", "lognormal")
-N_OF = {63: 4, 127: 16, 255: 64, 511: 256}
+#: subdomains per grid: about 32² (2D) or 12³ (3D) unknowns each, the models' training
+#: resolutions; 2D and 3D grids never share an n
+N_OF = {63: 4, 127: 16, 255: 64, 511: 256, 24: 8, 48: 64}
+DIM_OF = {63: 2, 127: 2, 255: 2, 511: 2, 24: 3, 48: 3}
+#: the threshold of the adaptive variants (spectral and learned alike)
+TAU = 0.5
+#: the starts of the ablation: each feeds the same refinement (the served steps, the
+#: a-posteriori check off so that no subdomain gets more)
+ABLATION = ("network", "random", "polynomial", "previous")
 
 
-def methods(k: int, model: str) -> dict:
-    return {"hats": dict(coarse_space="hats"),
-            f"spectral k={k}": dict(coarse_space=Spectral(k)),
-            f"hats+spectral k={k}": dict(coarse_space=Hats() + Spectral(k)),
-            f"learned k={k}": dict(coarse_space=Learned(model, nev=k)),
-            f"hats+learned k={k}": dict(coarse_space=Hats() + Learned(model, nev=k)),
-            # the same refinement from random vectors: what the network itself adds
-            f"learned k={k} random start": dict(coarse_space=Learned(model, nev=k,
-                                                                     start="random")),
-            "gamg": None}
+def ablation_name(start: str, k: int) -> str:
+    return f"learned k={k} start={start}, no check"
+
+
+def methods(k: int, model: str | None) -> dict:
+    """Every method by name (instances persist over the fields of a run: the warm and
+    ``previous`` variants start from the last field's vectors of the same subdomain)."""
+    out = {"hats": dict(coarse_space="hats"),
+           f"spectral k={k}": dict(coarse_space=Spectral(k)),
+           f"spectral k={k} warm": dict(coarse_space=Spectral(k, warm_start=True)),
+           f"spectral tau={TAU}": dict(coarse_space=Spectral(k, TAU)),
+           f"hats+spectral k={k}": dict(coarse_space=Hats() + Spectral(k)),
+           f"learned k={k}": dict(coarse_space=Learned(model, nev=k)),
+           f"learned k={k} neumann pencil": dict(coarse_space=Learned(model, nev=k,
+                                                                      pencil="neumann")),
+           f"learned tau={TAU}": dict(coarse_space=Learned(model, nev=k, threshold=TAU)),
+           f"hats+learned k={k}": dict(coarse_space=Hats() + Learned(model, nev=k)),
+           # served as by default, a-posteriori check on: what a bad start costs
+           f"learned k={k} random start": dict(coarse_space=Learned(model, nev=k,
+                                                                    start="random")),
+           "gamg": None}
+    for start in ABLATION:
+        out[ablation_name(start, k)] = dict(coarse_space=Learned(model, nev=k, start=start,
+                                                                 tol=1e300))
+    return out
 
 
 def field(family: str, n: int, seed: int, contrast: float):
+    dim = DIM_OF[n]
     if family == "poisson":
-        return make_problem("poisson2d", n)
-    return make_problem(f"random_{family}", n, contrast=contrast, seed=seed)
+        return make_problem(f"poisson{dim}d", n)
+    return make_problem(f"random_{family}" + ("3d" if dim == 3 else ""), n, contrast=contrast,
+                        seed=seed)
+
+
+def size_label(n: int) -> str:
+    return f"{n}{'³' if DIM_OF[n] == 3 else '²'}"
 
 
 def relative(path: str) -> str:
@@ -92,7 +121,8 @@ def solve_field(problem, N: int, configs: dict) -> list[dict]:
             r["learned"] = {**r["learned"], "model": relative(r["learned"]["model"])}
         rows.append({"method": name, "iterations": r["iterations"][0], "setup_s": r["setup_s"],
                      "solve_s": r["solve_s"], "total_s": r["setup_s"] + r["solve_s"],
-                     "split": r["split"], "n0": r["n0"], "learned": r["learned"]})
+                     "split": r["split"], "n0": r["n0"], "learned": r["learned"],
+                     "spectral": r["spectral"]})
     A.destroy(), b.destroy()
     return rows
 
@@ -100,10 +130,12 @@ def solve_field(problem, N: int, configs: dict) -> list[dict]:
 def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="63² (2 fields) and 127² (1 field), k = 8 only")
-    ap.add_argument("--model", default=PRETRAINED, help="learned coarse-space model")
+                    help="63² (2 fields), 127² (1 field) and 24³ (1 field), k = 8 only")
+    ap.add_argument("--model", help="learned coarse-space model (default: the one shipped for "
+                    "the dimension)")
     ap.add_argument("--fields", type=int, default=20, help="fields per family at 255²")
     ap.add_argument("--large-fields", type=int, default=5, help="fields per family at 511²")
+    ap.add_argument("--fields-3d", type=int, default=0, help="fields per family at 48³ (N = 64)")
     ap.add_argument("--curve-fields", type=int, default=5, help="channels fields for its vs k")
     ap.add_argument("--methods", nargs="+", help="a subset of the methods (default: all)")
     ap.add_argument("--steps-curve", type=int, nargs="*", default=[],
@@ -131,10 +163,15 @@ def main(argv: list[str] | None = None):
     torch.set_num_threads(1)  # one thread per rank: the ranks already share the cores
     if args.steps_curve:
         return steps_curve(args)
-    sizes = ((63, 2), (127, 1)) if args.quick else ((255, args.fields), (511, args.large_fields))
-    curve_ks = () if args.quick else (2, 4, 8)
-    with open(args.model + ".json") as f:
-        record = json.load(f)
+    sizes = ((63, 2), (127, 1), (24, 1)) if args.quick else \
+        ((255, args.fields), (511, args.large_fields), (48, args.fields_3d))
+    curve_ks = () if args.quick or not args.curve_fields else (2, 4, 8)
+    models = {dim: args.model or PRETRAINED_BY_DIM[dim] for dim in (2, 3)}
+    records = {}
+    for dim, path in models.items():
+        if os.path.exists(path + ".json"):
+            with open(path + ".json") as f:
+                records[dim] = json.load(f)
     configs = methods(args.k, args.model)
     if args.methods:
         unknown = set(args.methods) - set(configs)
@@ -151,8 +188,9 @@ def main(argv: list[str] | None = None):
         for family, seed in jobs:
             problem = field(family, n, seed, args.contrast)
             for r in solve_field(problem, N, configs):
-                rows.append({"family": family, "seed": seed, "n": n, "N": N, **r})
-                PETSc.Sys.Print(f"{n}² {family} {seed}: {r['method']:18s} its {r['iterations']:4d}"
+                rows.append({"family": family, "seed": seed, "n": n, "dim": DIM_OF[n], "N": N,
+                             **r})
+                PETSc.Sys.Print(f"{size_label(n)} {family} {seed}: {r['method']:18s} its {r['iterations']:4d}"
                                 f"  setup {r['setup_s']:.2f} s  solve {r['solve_s']:.2f} s")
     curve = []
     for seed in range(args.curve_fields if curve_ks else 0):
@@ -164,9 +202,14 @@ def main(argv: list[str] | None = None):
                 curve.append({"seed": SEEDS["test"] + seed, "k": k, **r})
                 PETSc.Sys.Print(f"curve {seed} {r['method']}: its {r['iterations']}")
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "contrast": args.contrast,
-            "k": args.k, "model": os.path.basename(args.model),
-            "training": {key: record.get(key) for key in
+            "k": args.k, "model": os.path.basename(models[2]),
+            "models": {str(dim): relative(path) for dim, path in models.items()},
+            "training": {key: records.get(2, {}).get(key) for key in
                          ("data_s", "train_s", "ranks", "fields", "samples", "train_config")},
+            "training_by_dim": {str(dim): {key: rec.get(key) for key in
+                                           ("data_s", "train_s", "ranks", "fields", "samples",
+                                            "train_config")}
+                                for dim, rec in records.items()},
             "rows": rows, "curve": curve}
     if COMM.Get_rank() == 0:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -254,7 +297,7 @@ def summaries(files: list[tuple[str, dict]]) -> str:
                     groups.setdefault(key[:2], []).append((r["iterations"], theirs[key]))
             for (n, family), pairs in sorted(groups.items()):
                 a, b = zip(*pairs)
-                out.append(f"| {n}² | {family} | {len(pairs)} | {np.mean(a) / np.mean(b):.2f} |")
+                out.append(f"| {size_label(n)} | {family} | {len(pairs)} | {np.mean(a) / np.mean(b):.2f} |")
     return "\n".join(out).rstrip()
 
 
@@ -278,8 +321,14 @@ def table(data) -> dict:
             "n0": int(np.mean([r["n0"] for r in rs]))}
         learned = [r["learned"] for r in rs if r.get("learned")]
         if learned:
-            for part in ("factor_s", "forward_s", "refine_s"):
-                summary[key][part] = float(np.mean([m[part] for m in learned]))
+            for part in ("factor_s", "forward_s", "refine_s", "check_s", "more_steps",
+                         "eigensolves"):
+                summary[key][part] = float(np.mean([m.get(part, 0.0) for m in learned]))
+        spectral = [r["spectral"] for r in rs if (r.get("spectral") or {}).get("eps_iterations")
+                    is not None]
+        if spectral:
+            summary[key]["eps_iterations"] = float(np.mean([m["eps_iterations"]
+                                                            for m in spectral]))
     return summary
 
 
@@ -294,8 +343,64 @@ def summary(data) -> str:
         cells = [f"{s[n, family, m]['mean_its']:.1f} ({s[n, family, m]['max_its']}) / "
                  f"{s[n, family, m]['total_s']:.2f} s" if (n, family, m) in s else ""
                  for m in methods_]
-        lines.append(f"| {n}² | {family} | {s[n, family, methods_[0]]['fields']} | "
+        lines.append(f"| {size_label(n)} | {family} | {s[n, family, methods_[0]]['fields']} | "
                      + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ablation(data) -> str:
+    """The starts of the same refinement side by side, the served variants against spectral
+    (iterations, basis and set-up time, adaptive n_0) and SLEPc warm against cold."""
+    s, k = table(data), data["k"]
+    groups = sorted({(key[0], key[1]) for key in s})
+    starts = [ablation_name(st, k) for st in ABLATION]
+    lines = ["Same refinement from each start (a-posteriori check off), mean CG iterations; "
+             "'network vs best other' = 1 - network / min(others):", "",
+             "| size | family | fields | " + " | ".join(ABLATION) + " | network vs best other |",
+             "|---|---|---:|" + "---:|" * (len(ABLATION) + 1)]
+    for n, family in groups:
+        cells = [s.get((n, family, m), {}).get("mean_its") for m in starts]
+        if cells[0] is None:
+            continue
+        others = [c for c in cells[1:] if c is not None]
+        gain = f"{1 - cells[0] / min(others):+.0%}" if others else ""
+        lines.append(f"| {size_label(n)} | {family} | {s[n, family, starts[0]]['fields']} | "
+                     + " | ".join("" if c is None else f"{c:.1f}" for c in cells)
+                     + f" | {gain} |")
+    L, S = f"learned k={k}", f"spectral k={k}"
+    lines += ["", f"Served ({L}: network start, check on) against {S} (SLEPc, cold), ratios of "
+              "the means; adaptive: both with threshold tau = " + f"{TAU:g}:", "",
+              "| size | family | its learned / spectral | basis learned / spectral | set-up "
+              "learned / spectral | more steps / eigensolves per field | n_0 learned tau / "
+              "spectral tau | its learned tau / spectral tau | random start (check on): its, "
+              "eigensolves |",
+              "|---|---|---:|---:|---:|---|---|---|---|"]
+    for n, family in groups:
+        a, b = s.get((n, family, L)), s.get((n, family, S))
+        if not (a and b):
+            continue
+        at, bt = s.get((n, family, f"learned tau={TAU}")), s.get((n, family,
+                                                                   f"spectral tau={TAU}"))
+        rnd = s.get((n, family, f"learned k={k} random start"))
+        adaptive = (f"{at['n0']} / {bt['n0']}", f"{at['mean_its'] / bt['mean_its']:.2f}") \
+            if at and bt else ("", "")
+        lines.append(f"| {size_label(n)} | {family} | {a['mean_its'] / b['mean_its']:.2f} | "
+                     f"{a['basis_s'] / b['basis_s']:.2f} | {a['setup_s'] / b['setup_s']:.2f} | "
+                     f"{a.get('more_steps', 0):.1f} / {a.get('eigensolves', 0):.1f} | "
+                     f"{adaptive[0]} | {adaptive[1]} | "
+                     + (f"{rnd['mean_its']:.1f}, {rnd.get('eigensolves', 0):.1f}" if rnd else "")
+                     + " |")
+    W = f"spectral k={k} warm"
+    lines += ["", "SLEPc from the previous field's eigenvectors (warm) against cold, per field "
+              "(fields in the run's order: the previous field is another unseen field):", "",
+              "| size | family | SLEPc its cold | warm | basis s cold | warm | CG its cold | "
+              "warm |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for n, family in groups:
+        c, w = s.get((n, family, S)), s.get((n, family, W))
+        if c and w and "eps_iterations" in c:
+            lines.append(f"| {size_label(n)} | {family} | {c['eps_iterations']:.0f} | "
+                         f"{w['eps_iterations']:.0f} | {c['basis_s']:.2f} | {w['basis_s']:.2f} |"
+                         f" {c['mean_its']:.1f} | {w['mean_its']:.1f} |")
     return "\n".join(lines)
 
 
@@ -308,7 +413,7 @@ def report(data) -> str:
              "local s | coarse s | solve s | total s |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (n, family, method), v in sorted(s.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        lines.append(f"| {n}² | {family} | {v['fields']} | {method} | {v['n0']} | "
+        lines.append(f"| {size_label(n)} | {family} | {v['fields']} | {method} | {v['n0']} | "
                      f"{v['mean_its']:.1f} | {v['max_its']} | {v['setup_s']:.2f} | "
                      f"{v['basis_s']:.2f} | {v['local_s']:.2f} | {v['coarse_s']:.2f} | "
                      f"{v['solve_s']:.2f} | {v['total_s']:.2f} |")
@@ -326,12 +431,13 @@ def report(data) -> str:
             if not (L and S and H):
                 continue
             lines.append(
-                f"| {n}² | {family} | {variant or 'alone'} | {L['mean_its'] / H['mean_its']:.2f} | "
+                f"| {size_label(n)} | {family} | {variant or 'alone'} | {L['mean_its'] / H['mean_its']:.2f} | "
                 f"{L['mean_its'] / S['mean_its']:.2f} | {L['max_its'] / S['max_its']:.2f} | "
                 f"{L['basis_s'] / S['basis_s']:.2f} | {L['setup_s'] / S['setup_s']:.2f} | "
                 f"{L['total_s'] / S['total_s']:.2f} | {L['total_s'] / H['total_s']:.2f} | "
                 f"{L.get('factor_s', 0):.2f} / {L.get('forward_s', 0):.2f} / "
                 f"{L.get('refine_s', 0):.2f} |")
+    lines += ["", ablation(data)]
     t = data["training"]
     once = (t.get("data_s") or 0) + (t.get("train_s") or 0)
     lines += ["", f"One-off training: {once:.0f} s ({t.get('fields')} fields, {t.get('samples')} "
@@ -341,7 +447,7 @@ def report(data) -> str:
         L, S = s.get((n, family, f"learned k={k}")), s.get((n, family, f"spectral k={k}"))
         if L and S:
             saved = S["total_s"] - L["total_s"]
-            lines.append(f"- {n}² {family}: {saved:+.2f} s per field → " +
+            lines.append(f"- {size_label(n)} {family}: {saved:+.2f} s per field → " +
                          (f"{once / saved:.0f} fields" if saved > 0 else "never"))
     if data["curve"]:
         lines += ["", "CG iterations against vectors per subdomain (channels 255², mean over "
@@ -368,7 +474,7 @@ def plot(data, stem: str) -> None:
         ax.set_xticks(np.arange(len(families)) + 0.4 - width / 2, families)
         ax.set_yscale("log")
         ax.set_ylabel("CG iterations (mean over fields)")
-        ax.set_title(f"{n}², N = {N_OF[n]}, unseen fields")
+        ax.set_title(f"{size_label(n)}, N = {N_OF[n]}, unseen fields")
         ax.grid(True, axis="y", alpha=0.3)
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()

@@ -117,8 +117,28 @@ def test_many_fields_quick(tmp_path):
         assert its["learned k=8"] < 0.8 * its["hats"], its
     assert all(r["learned"]["forward_s"] > 0 for r in data["rows"]
                if r["method"].startswith("learned"))
-    assert "| 127² | channels | alone |" in mod.report(data)
+    report = mod.report(data)
+    assert "| 127² | channels | alone |" in report
+    assert "Same refinement from each start" in report and "| 24³ | channels |" in report
+    # the ablation's starts all feed the same refinement: the check is off, none refined more
+    assert all(r["learned"]["more_steps"] == 0 for r in data["rows"]
+               if r["method"].endswith("no check"))
+    assert {r["method"] for r in data["rows"] if r["dim"] == 3} >= {"learned k=8",
+                                                                   "spectral k=8 warm"}
     assert (tmp_path / "mf.png").stat().st_size > 10_000
+
+
+def test_refinement_check_quick(tmp_path):
+    out = tmp_path / "rc.json"
+    mod = _load("refinement_check")
+    data = mod.main(["--quick", "--json", str(out)])
+    rows = {(r["start"], r["steps"]): r for r in json.loads(out.read_text())["rows"]}
+    # the network's start is closer to the eigenvectors than random vectors (median loss),
+    # and the last step's change reports it
+    for s in (2, 3):
+        assert rows["network", s]["loss"][0] < rows["random", s]["loss"][0]
+        assert rows["network", s]["change"][0] < rows["random", s]["change"][0]
+    assert "| channels | network | 3 |" in mod.report(data)
 
 
 def test_coarse_forms_quick(tmp_path):
