@@ -15,8 +15,11 @@ from petsc4py import PETSc
 from ddlearn.classical.krylov import solve
 from ddlearn.pc import set_coordinates
 
-# The examples are real clients: tests import and run them.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+ROOT = Path(__file__).resolve().parents[1]
+# The examples are real clients: tests import and run them; benchmark scripts import each
+# other's helpers as scripts do, from their own directory.
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import petsc_client  # noqa: E402
 
 # One thread per rank: ranks already share two cores.
@@ -32,6 +35,19 @@ def pytest_configure(config):
     if comm.Get_size() > 1 and not config.option.basetemp:
         config.option.basetemp = os.path.join(
             tempfile.gettempdir(), f"ddlearn-pytest-{os.getuid()}-{comm.Get_size()}-{comm.Get_rank()}")
+
+
+def load_script(path: str, name: str | None = None):
+    """The script at ``path`` (relative to the repository root: a benchmark, an example) as a
+    module named ``name`` (default: its file name), registered in ``sys.modules`` (a script's
+    dataclasses look their module up there)."""
+    import importlib.util
+    name = name or Path(path).stem
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def raised_everywhere(fn, exc=ValueError):

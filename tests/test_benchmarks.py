@@ -1,19 +1,11 @@
 """The benchmark scripts run (small) and write what their README tables are made from."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-# benchmark scripts import each other's helpers as scripts do: from their own directory
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from conftest import load_script
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(f"benchmarks/{name}.py")
 
 
 def test_operator_learning_quick(tmp_path):

@@ -1,9 +1,7 @@
 """The elasticity client (examples/elasticity.py) on tiny meshes, serially and on the test ranks:
 the assembled operator, its rigid-body modes, the PETSc layout, the client's subdomains, and the
 solvers it is meant to be run with; the benchmark's quick run."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,18 +9,11 @@ import pytest
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # the example's dataclass looks its module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ex = _load("elasticity_example", ROOT / "examples" / "elasticity.py")
+ex = load_script("examples/elasticity.py", "elasticity_example")
 
 PC = ["-pc_type", "python", "-pc_python_type", "ddlearn.pc.TwoLevelSchwarzPC"]
 
@@ -218,8 +209,7 @@ def test_spectral_without_neumann_matrices_is_refused_on_every_rank():
 
 
 def test_benchmark_quick_writes_its_json(tmp_path):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    bench = _load("elasticity_benchmark", ROOT / "benchmarks" / "elasticity.py")
+    bench = load_script("benchmarks/elasticity.py", "elasticity_benchmark")
     out = tmp_path / "el.json"
     methods = ["gamg", "asm", "mg+gdsw", "one-level", "spectral aux"]
     bench.main(["--quick", "--json", str(out), "--methods", *methods])

@@ -1,5 +1,4 @@
 """The main job, run as users run it (a real mpiexec launch) and in-process on the test ranks."""
-import importlib.util
 import json
 import re
 import subprocess
@@ -9,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mpi4py import MPI
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "poisson.py"
@@ -50,9 +51,7 @@ def test_example_bad_option_is_a_clear_error(tmp_path):
 def test_example_in_process(tmp_path):
     comm = MPI.COMM_WORLD
     out = comm.bcast(str(tmp_path / "inproc.json"), root=0)
-    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("examples/poisson.py", "poisson_example")
     methods = ["asm", "twolevel"]
     report = mod.main(["-problem", "poisson2d", "-n", "31", "-subdomains", "16",
                        "-methods", ",".join(methods), "-json", out, "-plot", ""])[0]
@@ -65,9 +64,7 @@ def test_example_in_process(tmp_path):
 def test_example_classical_coarse_spaces_on_a_random_field():
     """The example's ddlearn-PC methods on a seeded high-contrast field: all converge, the
     spectral coarse space (with the hats) beats the classical hats."""
-    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("examples/poisson.py", "poisson_example")
     methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral"]
     report = mod.main(["-problem", "random_channels", "-contrast", "1e6", "-field_seed", "2",
                        "-n", "47", "-subdomains", "16", "-methods", ",".join(methods),
@@ -82,9 +79,7 @@ def test_example_learned_methods_train_then_load_from_cache(tmp_path):
     comm = MPI.COMM_WORLD
     out = comm.bcast(str(tmp_path / "learned.json"), root=0)
     cache = comm.bcast(str(tmp_path / "cache"), root=0)
-    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("examples/poisson.py", "poisson_example")
     args = ["-problem", "poisson1d", "-n", "255", "-subdomains", "8", "-cache", cache,
             "-methods", "twolevel,attention,learned_insitu", "-learned_insitu_steps", "4",
             "-learned_insitu_eval_every", "2", "-attention_steps", "10", "-json", out, "-plot", ""]
@@ -107,9 +102,7 @@ def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
     model: no training, learned no worse than the hats on Poisson and far better on channels."""
     comm = MPI.COMM_WORLD
     out = comm.bcast(str(tmp_path / "two.json"), root=0)
-    spec = importlib.util.spec_from_file_location("poisson_example", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("examples/poisson.py", "poisson_example")
     methods = ["asm", "twolevel", "spectral", "learned"]
     reports = mod.main(["-n", "127", "-subdomains", "16", "-methods", ",".join(methods),
                         "-json", out, "-plot", ""])
@@ -131,10 +124,7 @@ def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
 # -- 3D ------------------------------------------------------------------------------------
 
 def _load_example(path=EXAMPLE, name="poisson_example"):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(Path(path).relative_to(ROOT), name)
 
 
 @pytest.mark.mpi

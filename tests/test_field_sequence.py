@@ -1,27 +1,15 @@
 """benchmarks/field_sequence.py: one KSP and one matrix per method over a sequence of fields,
 values updated in place; JSON, tables and plots."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-# benchmark scripts import each other's helpers as scripts do: from their own directory
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from conftest import ROOT, load_script
 
 
 def test_field_sequence_quick(tmp_path):
     out = tmp_path / "f.json"
-    mod = _load("field_sequence")
+    mod = load_script("benchmarks/field_sequence.py")
     data = mod.main(["--quick", "--json", str(out), "--dims", "2", "3",
                      "--methods", "hats", "spectral", "gamg", "learned"])
     text = out.read_text()

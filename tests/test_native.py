@@ -1,12 +1,13 @@
 """The native plugin from Python: export a model, run the plain C KSP program with
 `-pc_type ddlearn` under a real mpiexec, compare with the Python path; bad files fail clearly."""
-import importlib.util
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from petsc4py import PETSc
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -24,10 +25,7 @@ def _run(ranks, *options):
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     out = tmp_path_factory.mktemp("native")
-    spec = importlib.util.spec_from_file_location("make_test_model",
-                                                  ROOT / "solvers" / "native" / "make_test_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("solvers/native/make_test_model.py")
     mod.main(str(out))
     return out
 

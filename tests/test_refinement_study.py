@@ -2,7 +2,6 @@
 of its own): the --quick run writes its JSON, table and plot; Sherman–Morrison–Woodbury on the
 boundary rows is exact (the same Krylov space and Ritz values as a direct LU of the same
 matrix); today's refinement is the library's and nearly as good as the spectral space."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,16 +10,14 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("refinement",
-                                                  ROOT / "benchmarks" / "refinement.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/refinement.py")
 
 
 def test_quick_run_writes_json_table_and_plot(bench, tmp_path, capsys):

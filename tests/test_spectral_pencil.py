@@ -2,7 +2,6 @@
 -ddlearn_spectral_partition_of_unity) on 1-4 ranks: each choice equals a dense reference built
 from its definition, the Boolean one gives non-overlapping coarse vectors, bad values are
 refused on every rank; the 3D reference benchmark's quick run writes its JSON."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from conftest import apply_gathered, client_matrix, gathered_csr, pc_from_options, \
+from conftest import load_script, apply_gathered, client_matrix, gathered_csr, pc_from_options, \
     raised_everywhere
 from ddlearn.classical import reference
 
@@ -123,10 +122,7 @@ def test_bad_pencil_and_partition_of_unity_are_refused_on_every_rank():
 
 
 def test_geneo_reference_quick_writes_json(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "geneo_reference", ROOT / "benchmarks" / "geneo_reference.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/geneo_reference.py")
     out = tmp_path / "g.json"
     mod.main(["--quick", "--problems", "inclusions", "--json", str(out)])
     data = json.loads(out.read_text())
