@@ -6,6 +6,7 @@ uncertainty quantification, design and time stepping, A(κ_t) x = b for t = 1 �
              [--methods spectral spectral-warm learned learned-previous hats gamg]
              [--n2 127 --N2 16 --n3 24 --N3 8] [--contrast 1e6] [--nev 8] [--model FILE]
     python benchmarks/field_sequence.py --report FILE     (tables and plots from a JSON)
+    python benchmarks/field_sequence.py --summary FILE    (the README's condensed table)
 
 Per dimension, family and sequence, every method keeps ONE KSP (CG to rtol 1e-8 on the
 unpreconditioned residual, at most 3000 iterations, b a seeded uniform random vector, zero
@@ -310,7 +311,8 @@ def _log(rec: dict, row: dict) -> None:
     c = row.get("coarse") or {}
     extra = ""
     if "warm_subdomains" in c:
-        extra = f"  warm {c['warm_subdomains']} cold {c.get('cold_subdomains')}"
+        cold = c.get("cold_subdomains", c.get("subdomains", 0) - c["warm_subdomains"])
+        extra = f"  warm {c['warm_subdomains']} cold {cold}"
     if "eps_iterations" in c:
         extra += f"  eps its {c['eps_iterations']}"
     its = row["iterations"] if row["converged"] else f">{row['iterations']}"
@@ -386,7 +388,14 @@ def main(argv: list[str] | None = None):
     ap.add_argument("--json", default=os.path.join("benchmarks", "results",
                                                    "field_sequence.json"))
     ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
+    ap.add_argument("--summary", metavar="FILE", help="print the README's table of a JSON")
     args = ap.parse_args(argv)
+    if args.summary:
+        with open(args.summary) as f:
+            data = json.load(f)
+        if COMM.Get_rank() == 0:
+            print(summary(data))
+        return data
     if args.report:
         with open(args.report) as f:
             data = json.load(f)
@@ -511,6 +520,29 @@ def report(data) -> str:
                 notes.append(text)
         if notes:
             lines += [""] + notes
+    return "\n".join(lines)
+
+
+def summary(data) -> str:
+    """The README's table: per (dimension, family, sequence) every method's mean CG iterations
+    and mean total seconds per field, whether each learned variant's total is below the best of
+    spectral cold, spectral warm and GAMG, and the largest memory growth over the loop."""
+    methods = list(dict.fromkeys(r["method"] for r in data["runs"]))
+    lines = ["| dim | family | sequence | " + " | ".join(methods)
+             + " | learned total / min(spectral, spectral-warm, gamg) | memory growth max |",
+             "|---|---|---|" + "---|" * len(methods) + "---:|---:|"]
+    for key in _groups(data):
+        runs = {r["method"]: r["summary"] for r in _runs(data, key)}
+        ok = {m: v for m, v in runs.items() if v.get("fields")}
+        cells = [f"{ok[m]['mean_its']:.1f} / {ok[m]['mean_total_s']:.3f}" if m in ok else "–"
+                 for m in methods]
+        rivals = [ok[m]["mean_total_s"] for m in ("spectral", "spectral-warm", "gamg") if m in ok]
+        ratios = [f"{m}: {ok[m]['mean_total_s'] / min(rivals):.2f}" for m in ok
+                  if m.startswith("learned") and rivals]
+        growth = [v["memory_growth"] for v in ok.values() if v.get("memory_growth") is not None]
+        lines.append(f"| {key[0]}D | {key[1]} | {key[2]} | " + " | ".join(cells)
+                     + f" | {', '.join(ratios)} | "
+                     + (f"{100 * max(growth):.1f} %" if growth else "–") + " |")
     return "\n".join(lines)
 
 
