@@ -67,4 +67,6 @@ def test_field_sequence_quick(tmp_path):
         (tmp_path / png).unlink()
     again = mod.main(["--report", str(out)])
     assert again == data
+    condensed = mod.summary(data)
+    assert "| 2D | channels | iid |" in condensed and "| 3D | channels | moving |" in condensed
     assert (tmp_path / "f.png").exists() and (tmp_path / "f_iterations.png").exists()

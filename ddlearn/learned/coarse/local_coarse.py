@@ -60,6 +60,7 @@ from petsc4py import PETSc
 from torch import nn
 
 from ...classical.reference import neumann_matrix
+from ...classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ...classical.coarse_space import subdomain_columns
 from ...classical.neumann import dirichlet_blocks, neumann_matrices, regularised_pencil
 from ...decomposition.collective import collective_check
@@ -547,7 +548,6 @@ class Serving:
 def _eigensolve(AN, D, AR, k: int):
     """The exact fallback: the ``k`` smallest eigenpairs by SLEPc (scipy's ARPACK if SLEPc's
     Cholesky fails, as the spectral space does)."""
-    from ...classical.coarse.spectral import SpectralSettings, local_eigenvectors
     try:
         return local_eigenvectors(AN, D, SpectralSettings(k), "ddlearn_learned_eps_", AR)
     except Exception:  # SLEPc reports some failures as SystemError
