@@ -85,10 +85,11 @@ from petsc4py import PETSc  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from coarse_spaces import natural_matrix  # noqa: E402
+from many_fields import relative  # noqa: E402
 from scaling import peak_rss_mb, peak_rss_reset  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.coefficients import coefficient  # noqa: E402
-from ddlearn.decomposition.problems import Diffusion  # noqa: E402
+from ddlearn.decomposition.problems import Diffusion, family_problem_name  # noqa: E402
 from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
@@ -108,11 +109,6 @@ GROWTH_TARGET = 0.10
 GAMG_PREFIX = "field_sequence_gamg_"
 
 
-def relative(path: str) -> str:
-    """``path`` relative to the repository root (no checkout's absolute path in results)."""
-    return os.path.relpath(os.path.abspath(path), ROOT)
-
-
 def make_config(method: str, nev: int, model: str | None):
     """The PC context's coarse space for ``method``, fresh (a coarse space keeps state from
     one field to the next); ``None`` for GAMG."""
@@ -124,10 +120,6 @@ def make_config(method: str, nev: int, model: str | None):
              "learned-previous": lambda: Learned(model=model, nev=nev, start="previous"),
              "hats": lambda: "hats"}[method]()
     return space
-
-
-def problem_name(family: str, dim: int) -> str:
-    return f"random_{family}" + ("3d" if dim == 3 else "")
 
 
 class Sequence:
@@ -153,7 +145,7 @@ class Sequence:
 
     def problem(self, t: int) -> Diffusion:
         return Diffusion(self.n, self.kappa(t), self.dim,
-                         label=problem_name(self.family, self.dim))
+                         label=family_problem_name(self.family, self.dim))
 
 
 def _wall(fn) -> float:
@@ -233,7 +225,7 @@ def run_sequence(seq: Sequence, method: str, N: int, fields: int, nev: int,
                  model: str | None) -> dict:
     """All ``fields`` fields of ``seq`` with one KSP and one matrix for ``method``."""
     rec = {"dim": seq.dim, "n": seq.n, "N": N, "unknowns": seq.n ** seq.dim,
-           "family": seq.family, "problem": problem_name(seq.family, seq.dim),
+           "family": seq.family, "problem": family_problem_name(seq.family, seq.dim),
            "sequence": seq.kind, "method": method, "status": "ok", "fields": []}
     if method.startswith("learned"):
         rec["model"] = relative(model_for(seq.dim, model))

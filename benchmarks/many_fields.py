@@ -45,7 +45,7 @@ from coarse_spaces import natural_matrix, run  # noqa: E402
 from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.learned.coarse.learned import Learned  # noqa: E402
-from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 
@@ -92,11 +92,8 @@ def methods(k: int, model: str | None) -> dict:
 
 
 def field(family: str, n: int, seed: int, contrast: float):
-    dim = DIM_OF[n]
-    if family == "poisson":
-        return make_problem(f"poisson{dim}d", n)
-    return make_problem(f"random_{family}" + ("3d" if dim == 3 else ""), n, contrast=contrast,
-                        seed=seed)
+    kwargs = {} if family == "poisson" else {"contrast": contrast, "seed": seed}
+    return make_problem(family_problem_name(family, DIM_OF[n]), n, **kwargs)
 
 
 def size_label(n: int) -> str:

@@ -130,8 +130,8 @@ from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.learned.coarse.local_coarse import (PRETRAINED, PatchBatch, _ritz,  # noqa: E402
                                                  load_model, refine, start_vectors)
+from many_fields import relative  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ("none", "neumann-lu", "dirichlet-krylov", "dirichlet-lanczos", "dirichlet-smw",
            "lobpcg")
 #: (method, steps) of the full run and of --quick
@@ -142,11 +142,6 @@ SMW_REGULARISATION = 1e-6
 CASES = ("channels", "inclusions", "lognormal", "inclusions3d")
 QUICK = [("none", 0), ("neumann-lu", 2), ("dirichlet-smw", 2), ("dirichlet-krylov", 2),
          ("dirichlet-lanczos", 2), ("lobpcg", 2)]
-
-
-def relative(path: str) -> str:
-    """``path`` relative to the repository root (no absolute paths in committed results)."""
-    return os.path.relpath(os.path.abspath(path), ROOT)
 
 
 class Local:

@@ -51,7 +51,7 @@ from petsc4py import PETSc  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from ddlearn.decomposition.layout import distributed_aij  # noqa: E402
-from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 from solvers.options import PETSC_REFERENCE  # noqa: E402
@@ -110,18 +110,11 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def problem_name(case: str, dim: int) -> str:
-    base = "poisson" if case == "poisson" else f"random_{case}"
-    if dim == 3:
-        return f"{base}3d"
-    return "poisson2d" if case == "poisson" else base
-
-
 def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):
     """The user's matrix: natural ordering, PETSc's default rows, coordinates attached;
     ``b = 1``. Each rank assembles its own rows only."""
     kwargs = {} if case == "poisson" else {"contrast": CASES[case], "seed": 0}
-    problem = make_problem(problem_name(case, dim), n, **kwargs)
+    problem = make_problem(family_problem_name(case, dim), n, **kwargs)
     N = problem.n
     P, r = comm.getSize(), comm.getRank()
     counts = np.full(P, N // P) + (np.arange(P) < N % P)

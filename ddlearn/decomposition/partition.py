@@ -37,6 +37,7 @@ live elsewhere (:mod:`ddlearn.classical.coarse_space`).
 """
 from __future__ import annotations
 
+import hashlib
 import time
 
 import numpy as np
@@ -51,9 +52,17 @@ from .parallel_partition import (DistributedGraph, assign_holders, distinct_valu
 from .structured import box_grid, split
 
 __all__ = ["PARTITIONERS", "Subdomains", "box_partition", "rcb_partition", "metis_partition",
-           "grow_overlap", "gather_rows", "gather_matrix", "scatter_rows"]
+           "grow_overlap", "gather_rows", "gather_matrix", "scatter_rows", "rows_fingerprint"]
 
 PARTITIONERS = ("boxes", "rcb", "metis", "local", "local_metis")
+
+
+def rows_fingerprint(I: np.ndarray) -> tuple:
+    """What identifies a subdomain from one set-up to the next: the number and a hash of its
+    sorted global rows (the same rows in another order still match; a coarse space that keeps
+    vectors between set-ups keeps them in sorted-row order)."""
+    rows = np.sort(np.asarray(I, dtype=np.int64))
+    return len(rows), hashlib.blake2b(rows.tobytes(), digest_size=16).hexdigest()
 
 
 def gather_rows(comm, M: sp.csr_matrix) -> sp.csr_matrix | None:

@@ -14,7 +14,8 @@ import scipy.sparse as sp
 from .coefficients import FAMILIES, coefficient
 
 __all__ = ["Problem", "Poisson1D", "Poisson2D", "Poisson3D", "Diffusion", "Diffusion2D",
-           "Diffusion3D", "channels", "make_problem", "problem_dim", "PROBLEMS"]
+           "Diffusion3D", "channels", "make_problem", "problem_dim", "family_problem_name",
+           "PROBLEMS"]
 
 
 class Problem:
@@ -302,6 +303,15 @@ def problem_dim(name: str) -> int:
     if name not in _DIMS:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}")
     return _DIMS[name]
+
+
+def family_problem_name(family: str, dim: int) -> str:
+    """The registry name of a coefficient ``family`` (``channels``, ``inclusions``,
+    ``lognormal``, or ``poisson`` for the constant coefficient) in ``dim`` = 2 or 3
+    dimensions: ``random_channels``, ``random_channels3d``, ``poisson2d``, ..."""
+    if family == "poisson":
+        return f"poisson{dim}d"
+    return f"random_{family}" + ("3d" if dim == 3 else "")
 
 
 def make_problem(name: str, n: int, **kwargs) -> Problem:

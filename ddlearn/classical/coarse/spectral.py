@@ -68,7 +68,6 @@ row-block slabs 125 → 22 CG iterations (inclusions) and 41 → 23 (layered cha
 """
 from __future__ import annotations
 
-import hashlib
 
 import numpy as np
 import scipy.linalg as sla
@@ -80,12 +79,13 @@ from slepc4py import SLEPc
 
 from ...decomposition.collective import collective_check
 from ...decomposition.layout import sequential_aij
+from ...decomposition.partition import rows_fingerprint
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
 from ..neumann import (boolean_partition_of_unity, dirichlet_blocks, interior_partition_of_unity,
                        neumann_matrices, regularised_pencil)
 
 __all__ = ["EIGENSOLVERS", "PENCILS", "PARTITIONS_OF_UNITY", "SpectralSettings",
-           "local_eigenvectors", "Spectral"]
+           "local_eigenvectors", "robust_local_eigenvectors", "Spectral"]
 
 EIGENSOLVERS = ("slepc", "scipy")
 #: the matrix :math:`A_i^R` weighted on the right of the pencil
@@ -207,12 +207,32 @@ def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSetti
     return lam[keep], V[:, keep]
 
 
-def _fingerprint(I: np.ndarray) -> tuple:
-    """What must match for a subdomain's previous eigenvectors to start its new solve: the
-    length and a hash of the sorted global rows (a reordering of the same rows still matches;
-    the vectors are kept in sorted-row order)."""
-    rows = np.sort(np.asarray(I, dtype=np.int64))
-    return len(rows), hashlib.blake2b(rows.tobytes(), digest_size=16).hexdigest()
+def robust_local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
+                              prefix: str = "ddlearn_spectral_",
+                              right: sp.csr_matrix | None = None,
+                              start: np.ndarray | None = None, details: dict | None = None):
+    """``(lambda, V, retried)``: :func:`local_eigenvectors`, solved again by scipy's ARPACK
+    (``retried``) when SLEPc fails: SLEPc's Cholesky of a barely indefinite regularised
+    Neumann matrix (P1 on obtuse meshes) can fail where ARPACK's LU does not.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the failure (both, when SLEPc failed and ARPACK too).
+    """
+    try:
+        return (*local_eigenvectors(AN, D, settings, prefix, right, start, details), False)
+    except Exception as e:  # SLEPc reports some failures as SystemError
+        if settings.eigensolver != "slepc":
+            raise RuntimeError(str(e)) from e
+        first = e
+    if details is not None:
+        details.clear()
+    try:
+        return (*local_eigenvectors(AN, D, settings.with_eigensolver("scipy"), right=right,
+                                    start=start, details=details), True)
+    except Exception as e:
+        raise RuntimeError(f"{first}; with scipy: {e}") from e
 
 
 class Spectral(CoarseSpace):
@@ -264,28 +284,19 @@ class Spectral(CoarseSpace):
         fallbacks, iterations, previous = 0, 0, {}
         solved = matched = warm = 0
         for i, I, D, AN, AR in zip(s.ids, s.overlapping, weights, ANs, rights):
-            start, key = None, _fingerprint(I) if settings.warm_start else None
+            start, key = None, rows_fingerprint(I) if settings.warm_start else None
             if key is not None and key == self._previous.get(int(i), (None,))[0]:
                 matched += 1
                 start = np.empty_like(self._previous[int(i)][1])
                 start[np.argsort(I)] = self._previous[int(i)][1]  # back to this I's order
             details = {}
             try:
-                lam, V = local_eigenvectors(AN, D, settings, self._prefix, AR, start, details)
-            except Exception as e:  # SLEPc reports some failures as SystemError
-                if settings.eigensolver != "slepc":
-                    problems.append(f"subdomain {int(i)}: {e}")
-                    continue
-                # SLEPc's Cholesky of a barely indefinite regularised Neumann matrix (P1 on
-                # obtuse meshes) can fail where ARPACK's LU does not
-                try:
-                    details = {}
-                    lam, V = local_eigenvectors(AN, D, settings.with_eigensolver("scipy"),
-                                                right=AR, start=start, details=details)
-                    fallbacks += 1
-                except Exception as e2:
-                    problems.append(f"subdomain {int(i)}: {e}; with scipy: {e2}")
-                    continue
+                lam, V, retried = robust_local_eigenvectors(AN, D, settings, self._prefix, AR,
+                                                            start, details)
+            except RuntimeError as e:
+                problems.append(f"subdomain {int(i)}: {e}")
+                continue
+            fallbacks += retried
             solved += 1
             iterations += details["iterations"]
             warm += bool(details["warm"])

@@ -37,7 +37,6 @@ eigenvalues, what CG pays for):
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
@@ -47,6 +46,7 @@ from petsc4py import PETSc
 from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ...classical.coarse.spectral import PENCILS
 from ...decomposition.collective import collective_check
+from ...decomposition.partition import rows_fingerprint
 from .local_coarse import (CHANGE_TOL, PRETRAINED, SERVE_STEPS, STARTS, Serving,
                            check_inputs, learned_entries, load_model)
 
@@ -57,11 +57,6 @@ PRETRAINED_BY_DIM = {2: PRETRAINED, 3: os.path.join(os.path.dirname(PRETRAINED),
                                                     "local_coarse3d.pt")}
 #: the dimension of a finite-difference stencil's entries per row
 STENCIL_DIM = {5: 2, 7: 3}
-
-
-def _fingerprint(I: np.ndarray) -> str:
-    """What identifies a subdomain between set-ups: its sorted global rows."""
-    return hashlib.sha1(np.ascontiguousarray(I, dtype=np.int64).tobytes()).hexdigest()
 
 
 def _max_row_entries(A: PETSc.Mat) -> int:
@@ -181,7 +176,7 @@ class Learned(CoarseSpace):
             previous = []
             for i, I in zip(s.ids, s.overlapping):
                 kept = self._previous.get(int(i))
-                match = kept is not None and kept[0] == _fingerprint(I)
+                match = kept is not None and kept[0] == rows_fingerprint(I)
                 previous.append(kept[1] if match else None)
                 warm += match
         return coordinates, previous, warm
@@ -201,7 +196,7 @@ class Learned(CoarseSpace):
                                                     inp.auxiliary, coordinates, previous)
         if self.start == "previous":
             s = inp.subdomains
-            self._previous = {int(i): (_fingerprint(I), refined[int(i)])
+            self._previous = {int(i): (rows_fingerprint(I), refined[int(i)])
                               for i, I in zip(s.ids, s.overlapping)}
         warnings = check_inputs(comm, meta, stats, inp.subdomains.overlap)
         if warnings and comm.getRank() == 0:

@@ -60,7 +60,7 @@ from petsc4py import PETSc
 from torch import nn
 
 from ...classical.reference import neumann_matrix
-from ...classical.coarse.spectral import SpectralSettings, local_eigenvectors
+from ...classical.coarse.spectral import SpectralSettings, robust_local_eigenvectors
 from ...classical.coarse_space import subdomain_columns
 from ...classical.neumann import dirichlet_blocks, neumann_matrices, regularised_pencil
 from ...decomposition.collective import collective_check
@@ -545,15 +545,6 @@ class Serving:
     seed: int = 0
 
 
-def _eigensolve(AN, D, AR, k: int):
-    """The exact fallback: the ``k`` smallest eigenpairs by SLEPc (scipy's ARPACK if SLEPc's
-    Cholesky fails, as the spectral space does)."""
-    try:
-        return local_eigenvectors(AN, D, SpectralSettings(k), "ddlearn_learned_eps_", AR)
-    except Exception:  # SLEPc reports some failures as SystemError
-        return local_eigenvectors(AN, D, SpectralSettings(k, eigensolver="scipy"), right=AR)
-
-
 def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Serving,
                     auxiliary=None, coordinates=None, previous=None):
     r"""This rank's entries of the learned coarse vectors :math:`R_i^TD_iV_i` (on the user's
@@ -579,7 +570,7 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Se
     forward_s = time.perf_counter() - clock - factor_s
     pairs, change = refine_checked(batch, X, serving.steps, serving.k)
     refine_s = time.perf_counter() - clock - factor_s - forward_s
-    more, solved = 0, 0
+    more, solved, problems = 0, 0, []
     bad = np.flatnonzero(change > serving.tol)
     if len(bad):
         # the same start with twice the steps on the subdomains that failed, then the eigensolve
@@ -592,10 +583,18 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Se
         for j, pair, c in zip(bad, second, still):
             pairs[j], change[j] = pair, c
             if c > serving.tol:
-                pairs[j] = _eigensolve(ANs[j], subdomains.weights[j],
-                                       ANs[j] if rights is None else rights[j], serving.k)
+                try:
+                    pairs[j] = robust_local_eigenvectors(
+                        ANs[j], subdomains.weights[j], SpectralSettings(serving.k),
+                        "ddlearn_learned_eps_", ANs[j] if rights is None else rights[j])[:2]
+                except RuntimeError as e:
+                    problems.append(f"subdomain {int(batch.names[j])}: {e}")
                 change[j] = 0.0
                 solved += 1
+    # the fallback failing on one rank stops every rank, never leaves the others waiting
+    collective_check(comm, not problems, "the learned coarse space's fallback eigensolve "
+                     "failed on " + "; ".join(problems) + ": raise -ddlearn_learned_tol or "
+                     "-ddlearn_learned_steps, or use -ddlearn_coarse_space spectral")
     if serving.threshold > 0:
         pairs = [(lam[lam < serving.threshold], V[:, lam < serving.threshold])
                  for lam, V in pairs]

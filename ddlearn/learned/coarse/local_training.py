@@ -42,7 +42,7 @@ from ...classical import reference
 from ...classical.reference import neumann_matrix
 from ...classical.coarse.spectral import PENCILS, SpectralSettings, local_eigenvectors
 from ...decomposition import Decomposition
-from ...decomposition.problems import make_problem
+from ...decomposition.problems import family_problem_name, make_problem
 from ..common import BestState, cosine_schedule, progress_bar
 from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics,
                            load_model, max_row_entries, ritz_loss, save_model, serial_basis,
@@ -112,7 +112,7 @@ def step_fields(cfg: LocalTrainConfig, step: int) -> list[int]:
 
 def family_problem(family: str, n: int, dim: int, **kw):
     """The problem of a coefficient ``family`` (``channels``, ...) in ``dim`` dimensions."""
-    return make_problem(f"random_{family}" + ("3d" if dim == 3 else ""), n, **kw)
+    return make_problem(family_problem_name(family, dim), n, **kw)
 
 
 def pencil_rights(A, subdomains, pencil: str):
