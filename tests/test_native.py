@@ -71,5 +71,8 @@ def test_native_benchmark_script_runs(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["ranks"] for r in rows] == [1, 2]
     for r in rows:
-        assert r["python_iterations"] == r["native_iterations"] > 0
+        # one operator in two implementations (apply error <= 1e-12 above): CG converges alike,
+        # up to a last iteration that round-off can put on either side of the tolerance
+        assert r["native_iterations"] > 0 and \
+            abs(r["python_iterations"] - r["native_iterations"]) <= 1, r
         assert r["python_apply_s"] > 0 and r["native_apply_s"] > 0

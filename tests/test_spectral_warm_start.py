@@ -124,7 +124,9 @@ def _check_values_only_resetup_is_warm(eigenvalues, tmp_path):
     assert 0 < warm["eps_iterations"] < cold["eps_iterations"], (warm, cold)
     b = A.createVecLeft()
     b.set(1.0)
-    assert _iterations(ksp, b) == _iterations(cold_ksp, b)
+    # the same eigenvalues (above), so CG converges alike; whether the last iteration lands on
+    # this side of the tolerance is a tie that round-off decides
+    assert abs(_iterations(ksp, b) - _iterations(cold_ksp, b)) <= 1
     for o in (ksp, cold_ksp, A, fresh, b):
         o.destroy()
     return warm, cold

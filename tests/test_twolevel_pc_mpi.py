@@ -57,7 +57,9 @@ def test_client_natural_ordering_matches_ddlearn_ordering(coarse, partition):
     r_nat = solve_with_pc_options(A_nat, b_nat, "snat_", **opts)
     r_dd = solve_with_pc_options(A_dd, b_dd, "sdd_", **opts)
     assert r_nat.converged and r_nat.rnorm_true < 1e-8, r_nat
-    assert r_nat.iterations == r_dd.iterations
+    # the same operator to 1e-12 (above): CG converges alike; the last iteration can still
+    # land on either side of the tolerance, a tie that round-off decides
+    assert r_dd.converged and abs(r_nat.iterations - r_dd.iterations) <= 1, (r_nat, r_dd)
     for o in (*pcs, X, Y, Xd, Yd, b_nat, b_dd, A_nat, A_dd):
         o.destroy()
 
