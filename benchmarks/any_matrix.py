@@ -38,7 +38,7 @@ from ddlearn.decomposition import Decomposition  # noqa: E402
 from ddlearn.decomposition.layout import Layout  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
-from solvers.methods import Case, run_methods  # noqa: E402
+from ddlearn.harness.methods import Case, run_methods  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 

@@ -48,7 +48,7 @@ from petsc4py import PETSc  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from ddlearn.learned.common import atomic_write_json  # noqa: E402
-from solvers.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 
 CONTRASTS = (1.0, 1e3, 1e6)
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}

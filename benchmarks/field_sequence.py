@@ -33,7 +33,7 @@ every field), ``spectral-warm`` (``Spectral(nev=8, warm_start=True)``: SLEPc sta
 previous field's eigenvectors), ``learned`` (``Learned(nev=8)``, the network's start vectors
 every field), ``learned-previous`` (``Learned(nev=8, start="previous")``: the refinement
 started from the previous field's coarse vectors), ``hats`` (Q1 hats on the grid coordinates)
-and ``gamg`` (PETSc's, ``solvers.options.PETSC_REFERENCE["gamg"]``, rebuilt by PETSc at every
+and ``gamg`` (PETSc's, ``ddlearn.harness.options.PETSC_REFERENCE["gamg"]``, rebuilt by PETSc at every
 set-up). A method the library refuses for a dimension (the learned model's subdomain size range) is
 recorded as refused with its message.
 
@@ -94,7 +94,7 @@ from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
-from solvers.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 FAMILIES = ("channels", "inclusions", "lognormal")

@@ -56,7 +56,7 @@ def run_case(name, n, N, overlap, steps, extra):
     from ddlearn.pc import TwoLevelSchwarzPC
     from ddlearn.decomposition.problems import make_problem
     from ddlearn.classical.krylov import solve
-    from solvers.methods import METHODS, Case
+    from ddlearn.harness.methods import METHODS, Case
 
     torch.set_num_threads(1)
     problem = make_problem(name, n)

@@ -54,7 +54,7 @@ from ddlearn.decomposition.layout import distributed_aij  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
-from solvers.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 #: dimension -> (unknowns per subdomain per direction, subdomains per direction of the series)

@@ -26,7 +26,7 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from solvers.methods import Case, run_methods  # noqa: E402
+from ddlearn.harness.methods import Case, run_methods  # noqa: E402
 
 FULL = [("poisson1d", 1023, 2, [4, 8, 16, 32, 64]), ("poisson1d", 4095, 2, [4, 8, 16, 32, 64]),
         ("poisson2d", 255, 1, [4, 16, 64, 256])]

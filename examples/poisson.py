@@ -38,7 +38,7 @@ are PETSc options:
                        repository, poisson.png in the working directory; "" to skip); with
                        several problems each file gets the problem's name appended (the
                        default run writes main_job_poisson2d.json and
-                       main_job_random_channels.json); ``python -m solvers.report FILE...``
+                       main_job_random_channels.json); ``python -m ddlearn.harness.report FILE...``
                        reprints the tables from the JSON
   -seed S              right-hand side seed (default 0)
 
@@ -74,10 +74,10 @@ from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import PROBLEMS, make_problem, problem_dim  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
-from solvers.learned import LearnedSettings  # noqa: E402
-from solvers.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
+from ddlearn.harness.learned import LearnedSettings  # noqa: E402
+from ddlearn.harness.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
                              run_methods)
-from solvers.report import format_table, plot_histories  # noqa: E402
+from ddlearn.harness.report import format_table, plot_histories  # noqa: E402
 
 #: -n and -overlap when not given, by the problem's dimension
 DEFAULT_N = {1: 4095, 2: 255, 3: 32}

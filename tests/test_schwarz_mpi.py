@@ -8,7 +8,7 @@ from conftest import raised_everywhere
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 from ddlearn.classical.krylov import solve
-from solvers.methods import LEARNED, METHODS, Case, parse_methods, run_methods
+from ddlearn.harness.methods import LEARNED, METHODS, Case, parse_methods, run_methods
 from ddlearn.classical.overlapping import configure_asm, exact_local_solves
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 

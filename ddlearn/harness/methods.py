@@ -195,7 +195,7 @@ def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
     """Solve ``A x = b`` with each named preconditioner in turn (``names``: list or comma list).
 
     Learned methods first train their model or load it from the cache (``settings``, a
-    :class:`solvers.learned.LearnedSettings`); that time is the result's ``train_s``. The paper-form
+    :class:`ddlearn.harness.learned.LearnedSettings`); that time is the result's ``train_s``. The paper-form
     ``attention`` operator is singular, so its solve is capped at 100 iterations by default
     (``-attention_ksp_max_it``)."""
     names = parse_methods(names if isinstance(names, str) else ",".join(names))

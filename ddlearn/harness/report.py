@@ -1,9 +1,9 @@
 """Tables and convergence plots of Krylov results.
 
-    python -m solvers.report FILE [FILE ...]
+    python -m ddlearn.harness.report FILE [FILE ...]
 
 reprints the tables of the main job (``examples/poisson.py``) from the JSON it wrote, e.g.
-``python -m solvers.report benchmarks/results/main_job_*.json``.
+``python -m ddlearn.harness.report benchmarks/results/main_job/main_job_*.json``.
 """
 from __future__ import annotations
 

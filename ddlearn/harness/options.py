@@ -1,4 +1,4 @@
-"""PETSc options-database helpers shared by the solvers."""
+"""PETSc options-database helpers shared by the harness."""
 from __future__ import annotations
 
 from petsc4py import PETSc
