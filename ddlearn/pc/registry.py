@@ -1,47 +1,78 @@
 """The registry of coarse spaces: every family by name, classical and learned (the protocol:
 :mod:`ddlearn.classical.coarse_space`). Adding a coarse space is its file plus one line here.
 
+A family is registered as ``"module:Class"`` and its module is imported the first time the
+family is asked for (:func:`coarse_space_class`, through :func:`load`), so importing
+:mod:`ddlearn.pc` and running a classical family never imports torch: only ``learned`` and
+``learned_insitu`` load :mod:`ddlearn.learned` (the ``learned`` extra). :data:`COARSE_SPACE_NAMES`
+lists the families without importing any of them (for messages and docs).
+
 ``-ddlearn_coarse_space hats+spectral`` composes families (:class:`Composite`); ``none`` is
 one-level Schwarz.
 """
 from __future__ import annotations
 
-from ..classical.coarse.gdsw import GDSW
-from ..classical.coarse.hats import Hats
-from ..classical.coarse.nicolaides import Nicolaides
-from ..classical.coarse.rgdsw import RGDSW
-from ..classical.coarse.spectral import Spectral
+import importlib
+
 from ..classical.coarse_space import Composite, CoarseSpace
-from ..learned.coarse.learned import Learned
-from ..learned.coarse.learned_insitu import LearnedInsitu
 
-__all__ = ["COARSE_SPACES", "make_coarse_space"]
+__all__ = ["COARSE_SPACES", "COARSE_SPACE_NAMES", "coarse_space_class", "make_coarse_space",
+           "load"]
 
-COARSE_SPACES: dict[str, type[CoarseSpace]] = {c.name: c for c in (
-    Hats,
-    Nicolaides,
-    GDSW,
-    RGDSW,
-    Spectral,
-    Learned,
-    LearnedInsitu,
-)}
+COARSE_SPACES: dict[str, str] = {
+    "hats": "ddlearn.classical.coarse.hats:Hats",
+    "nicolaides": "ddlearn.classical.coarse.nicolaides:Nicolaides",
+    "gdsw": "ddlearn.classical.coarse.gdsw:GDSW",
+    "rgdsw": "ddlearn.classical.coarse.rgdsw:RGDSW",
+    "spectral": "ddlearn.classical.coarse.spectral:Spectral",
+    "learned": "ddlearn.learned.coarse.learned:Learned",
+    "learned_insitu": "ddlearn.learned.coarse.learned_insitu:LearnedInsitu",
+}
+"""Family name -> ``"module:Class"`` of its :class:`~ddlearn.classical.coarse_space.CoarseSpace`."""
+
+COARSE_SPACE_NAMES: tuple[str, ...] = tuple(COARSE_SPACES)
+"""The families' names, in the registry's order; importing nothing."""
 
 
-def make_coarse_space(spec: str) -> CoarseSpace | None:
+def load(target: str):
+    """The object that ``target`` = ``"package.module:name"`` names, importing its module now
+    (the package's one lazy import: a module is imported once, later calls find it loaded)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def coarse_space_class(name: str) -> type[CoarseSpace]:
+    """The class of the family ``name`` (importing its module on first use).
+
+    Raises
+    ------
+    KeyError
+        When ``name`` is not a registered family (:data:`COARSE_SPACE_NAMES`).
+    """
+    return load(COARSE_SPACES[name])
+
+
+def make_coarse_space(spec: str, option: str = "-ddlearn_coarse_space") -> CoarseSpace | None:
     """The coarse space named by ``spec`` (``name`` or ``name+name+...``; ``none``: ``None``).
+
+    Parameters
+    ----------
+    spec
+        The option's value.
+    option
+        The option's name as the user wrote it (with the PC's prefix), for the message.
 
     Raises
     ------
     ValueError
-        Naming the unknown part and the choices.
+        Naming the option, the unknown part and the choices.
     """
     if spec == "none":
         return None
     names = [s.strip() for s in spec.split("+")]
     unknown = [s for s in names if s not in COARSE_SPACES]
-    if unknown or not names:
-        raise ValueError(f"unknown -ddlearn_coarse_space {spec!r}; choose one of none, "
-                         f"{', '.join(COARSE_SPACES)} or a sum such as hats+spectral")
-    spaces = [COARSE_SPACES[s]() for s in names]
+    if unknown:
+        raise ValueError(f"unknown {option} {spec!r}; choose one of none, "
+                         f"{', '.join(COARSE_SPACE_NAMES)} or a sum such as hats+spectral")
+    spaces = [coarse_space_class(s)() for s in names]
     return spaces[0] if len(spaces) == 1 else Composite(spaces)
