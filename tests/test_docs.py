@@ -1,0 +1,276 @@
+"""The documentation cannot rot silently.
+
+- Every Sphinx cross-reference in a docstring of the package (``:mod:``, ``:class:``,
+  ``:func:``, ``:meth:``, ``:attr:``, ``:data:``, ``:exc:``, ``:obj:``) names something that
+  exists: it is resolved as Sphinx's Python domain would (``~`` dropped; a leading dot searches
+  the current module and the packages above it; an unqualified name the current class, the
+  current module and the packages above it), by importing the module and following attributes.
+- Every file path, script and figure named in ``README.md``, ``docs/*.md`` and the studies'
+  reports ``benchmarks/results/*/README.md`` exists (written from the repository root; ``build/``
+  products must be targets of ``CMakeLists.txt``; a retired file may be named on a page that
+  says where it lives in history, ``git show <commit>:<path>``); every relative markdown link
+  and image resolves, ``#anchors`` included; every dotted ``ddlearn.…`` name and every
+  ``python -m MODULE`` resolves.
+- The Python examples in ``README.md`` run.
+
+Fast: nothing here starts a process or runs a benchmark.
+"""
+import ast
+import importlib
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ddlearn"
+
+ROLE = re.compile(r":(mod|class|func|meth|attr|data|exc|obj):`([^`]+)`")
+LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)\)")
+# a path written from the repository root: a top-level folder of the repository and what follows
+# (one level of {a,b} alternatives allowed), or a top-level file
+PATH = re.compile(r"(?<![\w/.\-])(?:\./)?((?:benchmarks|examples|scripts|docs|tests|ddlearn|solvers"
+                  r"|build|\.ci)/[\w.\-/]*(?:\{[\w.,\-]*\}[\w.\-/]*)*"
+                  r"|README\.md|CMakeLists\.txt|pyproject\.toml)")
+DOTTED = re.compile(r"(?<![\w.\-/])ddlearn(?:\.\w+)+")
+PYTHON_M = re.compile(r"python3?\s+-m\s+([\w.]+)")
+PLACEHOLDER = "<*…"  # a path continued by one of these is a pattern, not a file
+# a retired file, named where it lives in history: the page may name that path
+HISTORY = re.compile(r"git show [0-9a-f]{7,40}:([\w./\-]+)")
+CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def documents() -> list[Path]:
+    """README.md, the pages in docs/ and the studies' reports."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "benchmarks" / "results").glob("*/README.md"))]
+
+
+def modules() -> list[str]:
+    """Every module of the package, by name."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+# --- resolving a Python name ---------------------------------------------------------------
+
+def _import_longest(name: str):
+    """``(object, rest)``: the longest importable module prefix of ``name`` and the attribute
+    names after it (``None`` when no prefix imports). A module that exists but fails to import
+    raises."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        try:
+            return importlib.import_module(module), parts[i:]
+        except ModuleNotFoundError as e:
+            if e.name and (module == e.name or module.startswith(e.name + ".")):
+                continue
+            raise
+    return None, parts
+
+
+def _instance_attribute(cls, name: str) -> bool:
+    """``name`` is an attribute that instances of ``cls`` get (a dataclass field, an annotated
+    attribute or one assigned as ``self.name``)."""
+    for klass in inspect.getmro(cls):
+        if name in getattr(klass, "__dataclass_fields__", {}) or \
+                name in getattr(klass, "__annotations__", {}):
+            return True
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        if re.search(rf"\bself\.{re.escape(name)}\b", source):
+            return True
+    return False
+
+
+def resolves(name: str) -> bool:
+    """Whether the dotted ``name`` is a module or an attribute path from one."""
+    obj, rest = _import_longest(name)
+    if obj is None:
+        return False
+    for k, attr in enumerate(rest):
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:
+            return k == len(rest) - 1 and inspect.isclass(obj) and _instance_attribute(obj, attr)
+    return True
+
+
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def candidates(target: str, module: str, cls: str | None) -> list[str]:
+    """The full names a docstring's cross-reference ``target`` may mean, in Sphinx's order."""
+    if "<" in target and target.endswith(">"):  # :func:`title <target>`
+        target = target[target.index("<") + 1:-1]
+    target = target.strip().lstrip("~").removesuffix("()")
+    if target.startswith("."):
+        return [f"{p}.{target.lstrip('.')}" for p in _parents(module)]
+    scoped = [f"{module}.{cls}.{target}"] if cls else []
+    return scoped + [f"{p}.{target}" for p in _parents(module)] + [target]
+
+
+def docstring_references(module: str) -> list[tuple[int, str, str, str | None]]:
+    """``(line, role, target, enclosing class)`` of every cross-reference in the docstrings of
+    ``module`` (module, classes, functions, and the string literals that document attributes)."""
+    path = ROOT / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+
+    def visit(node, cls):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant) and \
+                    isinstance(child.value.value, str):
+                for m in ROLE.finditer(child.value.value):
+                    found.append((child.lineno, m.group(1), m.group(2), cls))
+            inner = child.name if isinstance(child, ast.ClassDef) else cls
+            visit(child, inner)
+
+    visit(tree, None)
+    return found
+
+
+@pytest.mark.parametrize("module", modules())
+def test_docstring_references_resolve(module):
+    importlib.import_module(module)
+    broken = [f"{module}:{line}: :{role}:`{target}`"
+              for line, role, target, cls in docstring_references(module)
+              if not any(resolves(c) for c in candidates(target, module, cls))]
+    assert not broken, "cross-references to nothing:\n" + "\n".join(broken)
+
+
+# --- what a page names ----------------------------------------------------------------------
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return {_slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, re.M)}
+
+
+def _expand(path: str) -> list[str]:
+    """``a{b,c}d`` -> ``[abd, acd]`` (one group)."""
+    m = re.search(r"\{([^}]*)\}", path)
+    if not m:
+        return [path]
+    return [path[:m.start()] + alt + path[m.end():] for alt in m.group(1).split(",")]
+
+
+def _cmake_targets() -> set[str]:
+    text = (ROOT / "CMakeLists.txt").read_text()
+    return {m.group(2) for m in re.finditer(r"add_(executable|library)\(\s*(\w+)", text)}
+
+
+def _built(path: str) -> bool:
+    """A ``build/`` path: the folder, or a target of CMakeLists.txt (``libNAME.so`` for a
+    library)."""
+    name = path.removeprefix("build").strip("/")
+    if not name:
+        return True
+    name = re.sub(r"^lib(\w+)\.so$", r"\1", name)
+    return name in _cmake_targets()
+
+
+def problems(page: Path) -> list[str]:
+    """What ``page`` names that does not exist."""
+    text = page.read_text()
+    out = []
+    for m in LINK.finditer(text):
+        target = m.group(2)
+        if re.match(r"[a-z][\w+.-]*:", target):  # http:, https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            out.append(f"link to a missing file: {target}")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            out.append(f"link to a missing heading: {target}")
+    prose = LINK.sub(lambda m: m.group(1), text)  # link targets are checked above
+    historical = set(HISTORY.findall(prose))
+    for m in PATH.finditer(prose):
+        if prose[m.end():m.end() + 1] in PLACEHOLDER and m.end() < len(prose):
+            continue
+        token = m.group(1).rstrip(".,;:")
+        for path in _expand(token):
+            if path in historical:
+                continue
+            ok = _built(path) if path.startswith("build/") or path == "build" \
+                else (ROOT / path).exists()
+            if not ok:
+                out.append(f"missing path: {path}")
+    for m in DOTTED.finditer(prose):
+        if not resolves(m.group(0)):
+            out.append(f"no such Python name: {m.group(0)}")
+    for m in PYTHON_M.finditer(prose):
+        if importlib.util.find_spec(m.group(1)) is None:
+            out.append(f"no such module: python -m {m.group(1)}")
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("page", documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_name_what_exists(page):
+    found = problems(page)
+    assert not found, f"{page.relative_to(ROOT)}:\n" + "\n".join(found)
+
+
+def test_the_pages_are_checked():
+    """The front door and every page the issue of a newcomer asks for are among the checked."""
+    names = {p.relative_to(ROOT).as_posix() for p in documents()}
+    for page in ("README.md", "docs/user_guide.md", "docs/coarse_spaces.md",
+                 "docs/learned_coarse_space.md", "docs/insitu.md", "docs/native.md",
+                 "docs/operator_learning.md", "docs/developing.md", "docs/design.md",
+                 "docs/learned_preconditioner.md"):
+        assert page in names
+
+
+@pytest.mark.parametrize("index", range(len(CODE_BLOCK.findall((ROOT / "README.md").read_text()))))
+def test_readme_python_examples_run(index):
+    code = CODE_BLOCK.findall((ROOT / "README.md").read_text())[index]
+    exec(compile(code, f"README.md python example {index + 1}", "exec"), {"__name__": "readme"})
+
+
+# --- the checker itself fails on what is broken -----------------------------------------------
+
+def test_checker_reports_broken_targets(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\nSee [the guide](missing.md), [here](#title), [there](#nowhere),\n"
+                    "`benchmarks/no_such_study.py`, `build/no_such_program`, `examples/poisson.py`,\n"
+                    "`ddlearn.pc.NoSuchPC`, `ddlearn.pc.TwoLevelSchwarzPC` and\n"
+                    "`python -m ddlearn.no_such_module`; the retired `benchmarks/old.py`\n"
+                    "(`git show 0123abc:benchmarks/old.py`) and the never-existing `benchmarks/new.py`.\n")
+    assert problems(page) == sorted([
+        "link to a missing file: missing.md",
+        "link to a missing heading: #nowhere",
+        "missing path: benchmarks/no_such_study.py",
+        "missing path: build/no_such_program",
+        "missing path: benchmarks/new.py",
+        "no such Python name: ddlearn.pc.NoSuchPC",
+        "no such Python name: ddlearn.no_such_module",
+        "no such module: python -m ddlearn.no_such_module",
+    ])
+
+
+def test_resolver_follows_sphinx_scoping():
+    module = "ddlearn.classical.coarse.gdsw"
+    assert any(resolves(c) for c in candidates(".interface", module, None))
+    assert any(resolves(c) for c in candidates("~ddlearn.pc.twolevel.TwoLevelSchwarzPC", module,
+                                               None))
+    assert not any(resolves(c) for c in candidates(".no_such_module", module, None))
+    assert not any(resolves(c) for c in candidates("NoSuchClass.method", module, None))
+    assert any(resolves(c) for c in candidates("timing", "ddlearn.pc.twolevel",
+                                               "TwoLevelSchwarzPC"))
