@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up of everything ddlearn needs, from a bare Debian/Python 3.11 machine:
 # system BLAS/LAPACK, a virtual environment in .venv, MPICH + mpi4py wheels, PETSc and
-# petsc4py built from PyPI source, torch (CPU build), ddlearn itself (editable) and its native
-# PETSc plugin (CMake, into build/).
+# petsc4py built from PyPI source, ddlearn itself (editable) with every extra (`all`: torch CPU
+# build, tqdm, matplotlib, scikit-fem, pytest), its native PETSc plugin and C programs (CMake,
+# into build/).
 # A second run finds the stamp and returns in seconds; pip's wheel cache makes a run in a
 # fresh clone on the same machine fast too (PETSc is then not rebuilt).
 set -euo pipefail
@@ -76,12 +77,8 @@ if ! "$venv/bin/python" -c "import slepc4py" >/dev/null 2>&1; then
     pip install -q --no-build-isolation "slepc4py==3.26.*"
 fi
 
-say "torch 2.13.0 (CPU build)"
-# An exact pin: a looser one can pull a multi-GB CUDA build.
-pip install -q "torch==2.13.0"
-
-say "ddlearn (editable) with the test extra"
-pip install -q --no-build-isolation -e "$root[test]"
+say "ddlearn (editable) with every extra: learned (torch 2.13.0, CPU build), bench, test"
+pip install -q --no-build-isolation -e "$root[all]"
 
 build_native
 echo "$want" > "$stamp"
