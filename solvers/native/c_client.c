@@ -1,0 +1,94 @@
+/*
+  A plain PETSc KSP program, as a C user writes one, that knows nothing about ddlearn: the
+  Laplacian on the unit square or cube, h^{-2} (2d u_p - sum of the 2d neighbours), 5-point in
+  2D or 7-point in 3D, n points per direction (h = 1/(n+1), homogeneous Dirichlet boundary),
+  natural numbering (x fastest), assembled in PETSc's default row distribution; right-hand
+  side 1. The solver is whatever the options say (KSPSetFromOptions). Prints the iteration
+  count, the converged reason and the true relative residual ||b - A x|| / ||b||.
+
+    -dim {2,3}          dimension (default 2)
+    -n N                points per direction (default 31)
+    -max_residual R     fail unless the solve converged with a true relative residual <= R
+
+  ddlearn's Python preconditioner from this program: PETSc starts Python when it is given
+  -python (the interpreter whose site-packages hold petsc4py and ddlearn), and PETSC_DIR must be
+  the PETSc that this program is linked with (the one petsc4py uses):
+
+    PETSC_DIR=$(python -c "import petsc; print(petsc.get_petsc_dir())") \
+    mpiexec -n 4 build/c_client -python "$(which python)" -ksp_type cg \
+            -pc_type python -pc_python_type ddlearn.pc.TwoLevelSchwarzPC
+*/
+#include <petscksp.h>
+
+int main(int argc, char **argv)
+{
+  Mat                A;
+  Vec                x, b, r;
+  KSP                ksp;
+  PetscInt           dim = 2, n = 31, N, lo, hi, row, c[3], d, its, ncols;
+  PetscInt           cols[7];
+  PetscScalar        vals[7];
+  PetscReal          h2inv, rnorm, bnorm, max_residual = -1.0;
+  KSPConvergedReason reason;
+
+  PetscFunctionBeginUser;
+  PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-dim", &dim, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
+  PetscCall(PetscOptionsGetReal(NULL, NULL, "-max_residual", &max_residual, NULL));
+  PetscCheck(dim == 2 || dim == 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-dim must be 2 or 3, not %" PetscInt_FMT, dim);
+  PetscCheck(n > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-n must be positive, not %" PetscInt_FMT, n);
+  N     = dim == 2 ? n * n : n * n * n;
+  h2inv = (PetscReal)((n + 1) * (n + 1));
+
+  PetscCall(MatCreateAIJ(PETSC_COMM_WORLD, PETSC_DECIDE, PETSC_DECIDE, N, N, 2 * dim + 1, NULL, 2 * dim, NULL, &A));
+  PetscCall(MatGetOwnershipRange(A, &lo, &hi));
+  for (row = lo; row < hi; row++) {
+    PetscInt stride = 1;
+
+    c[0]    = row % n;
+    c[1]    = (row / n) % n;
+    c[2]    = row / (n * n);
+    cols[0] = row;
+    vals[0] = 2.0 * dim * h2inv;
+    ncols   = 1;
+    for (d = 0; d < dim; d++, stride *= n) {
+      if (c[d] > 0) {
+        cols[ncols]   = row - stride;
+        vals[ncols++] = -h2inv;
+      }
+      if (c[d] < n - 1) {
+        cols[ncols]   = row + stride;
+        vals[ncols++] = -h2inv;
+      }
+    }
+    PetscCall(MatSetValues(A, 1, &row, ncols, cols, vals, INSERT_VALUES));
+  }
+  PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatCreateVecs(A, &x, &b));
+  PetscCall(VecDuplicate(b, &r));
+  PetscCall(VecSet(b, 1.0));
+
+  PetscCall(KSPCreate(PETSC_COMM_WORLD, &ksp));
+  PetscCall(KSPSetOperators(ksp, A, A));
+  PetscCall(KSPSetFromOptions(ksp));
+  PetscCall(KSPSolve(ksp, b, x));
+
+  PetscCall(KSPGetIterationNumber(ksp, &its));
+  PetscCall(KSPGetConvergedReason(ksp, &reason));
+  PetscCall(MatMult(A, x, r));
+  PetscCall(VecAYPX(r, -1.0, b));
+  PetscCall(VecNorm(r, NORM_2, &rnorm));
+  PetscCall(VecNorm(b, NORM_2, &bnorm));
+  PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%" PetscInt_FMT "D n = %" PetscInt_FMT " (%" PetscInt_FMT " unknowns): iterations %" PetscInt_FMT " reason %s true_residual %.3e\n", dim, n, N, its, KSPConvergedReasons[reason], (double)(rnorm / bnorm)));
+  PetscCheck(max_residual < 0 || (reason > 0 && rnorm <= max_residual * bnorm), PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "the solve did not converge to a true relative residual <= %g (reason %s, residual %.3e)", (double)max_residual, KSPConvergedReasons[reason], (double)(rnorm / bnorm));
+
+  PetscCall(KSPDestroy(&ksp));
+  PetscCall(VecDestroy(&x));
+  PetscCall(VecDestroy(&b));
+  PetscCall(VecDestroy(&r));
+  PetscCall(MatDestroy(&A));
+  PetscCall(PetscFinalize());
+  return 0;
+}
