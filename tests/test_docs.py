@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from ddlearn.decomposition.partition import PARTITIONERS
+from ddlearn.pc.registry import COARSE_SPACES, coarse_space_class
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ddlearn"
 
@@ -242,6 +245,41 @@ def test_the_pages_are_checked():
 def test_readme_python_examples_run(index):
     code = CODE_BLOCK.findall((ROOT / "README.md").read_text())[index]
     exec(compile(code, f"README.md python example {index + 1}", "exec"), {"__name__": "readme"})
+
+
+# --- the lists that must follow the code ----------------------------------------------------
+
+OPTION_READ = re.compile(r"\.get(?:String|Int|Real|Bool)\(\s*\"(\w+)\"")
+
+
+def _first_column(text: str, heading: str) -> set[str]:
+    """The backquoted names in the first column of the first table after ``heading``."""
+    section = text[text.index(heading):]
+    table = re.search(r"^\|.*?(?=^[^|])", section, re.M | re.S).group(0)
+    return set(re.findall(r"^\|\s*`([\w+]+)`", table, re.M))
+
+
+def test_docs_list_every_coarse_space_and_partitioner():
+    readme = (ROOT / "README.md").read_text()
+    assert _first_column(readme, "## Coarse spaces") == set(COARSE_SPACES)
+    guide = (ROOT / "docs" / "coarse_spaces.md").read_text()
+    assert _first_column(guide, "## Subdomains") == set(PARTITIONERS)
+
+
+def test_user_guide_lists_every_option():
+    """Every option the PCs and the coarse-space families read is in the options reference."""
+    guide = (ROOT / "docs" / "user_guide.md").read_text()
+    missing = []
+    for path in sorted((PACKAGE / "pc").glob("*.py")):  # the PCs' own options: -ddlearn_NAME
+        for name in set(OPTION_READ.findall(path.read_text())) - {"ksp_type"}:
+            if f"-ddlearn_{name}" not in guide:
+                missing.append(f"-ddlearn_{name} ({path.relative_to(ROOT)})")
+    for family in COARSE_SPACES:  # a family's options: -ddlearn_FAMILY_NAME, or a table row
+        source = inspect.getsource(inspect.getmodule(coarse_space_class(family)))
+        for name in set(OPTION_READ.findall(source)):
+            if f"ddlearn_{family}_{name}" not in guide and f"| `{name}" not in guide:
+                missing.append(f"-ddlearn_{family}_{name}")
+    assert not missing, "options missing from docs/user_guide.md: " + ", ".join(sorted(missing))
 
 
 # --- the checker itself fails on what is broken -----------------------------------------------
