@@ -34,7 +34,7 @@ from petsc4py import PETSc  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from ddlearn.decomposition import partition  # noqa: E402
+from ddlearn.decomposition import subdomains as partition  # noqa: E402
 from ddlearn.decomposition.structured import box_grid  # noqa: E402
 
 COMM = MPI.COMM_WORLD

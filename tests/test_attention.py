@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
-from ddlearn.decomposition.coarse import coarse_space
+from ddlearn.classical.coarse import grid_basis
 from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
@@ -21,7 +21,7 @@ def dense_operator(m: SchwarzAttention) -> np.ndarray:
         Qi, Ki = (t[i, :ni].detach().numpy() for t in (m.Q, m.K))
         M += R.T @ Dh @ Qi @ Ki.T @ Dh @ R
     if c["coarse"] is not None:
-        Phi = coarse_space(c["coarse"], dec).toarray()
+        Phi = grid_basis(c["coarse"], dec).toarray()
         M += Phi @ m.Q0.detach().numpy() @ m.K0.detach().numpy().T @ Phi.T
     return M
 
@@ -73,7 +73,7 @@ def test_full_rank_classical_blocks_reproduce_two_level_schwarz(name, n, N, over
     assert m.num_parameters() == (1 if symmetric else 2) * (sum(m.dec.sizes**2) + m.n0**2)
     x = np.random.default_rng(0).standard_normal(p.n)
     y = m(torch.from_numpy(x)).detach().numpy()
-    ref = reference.two_level(A, m.dec, coarse_space(coarse, m.dec)) @ x
+    ref = reference.two_level(A, m.dec, grid_basis(coarse, m.dec)) @ x
     np.testing.assert_allclose(y, ref, rtol=0, atol=1e-10 * np.abs(ref).max())
 
 

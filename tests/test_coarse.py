@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from ddlearn.decomposition.coarse import coarse_space, interface_hats, nicolaides, q1_hats
+from ddlearn.classical.coarse import grid_basis
+from ddlearn.decomposition.coarse import interface_hats, nicolaides, q1_hats
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical.reference import coarse_matrix
@@ -52,14 +53,16 @@ def test_nicolaides_partition_of_unity(grid, N):
 def test_coarse_matrix_spd(problem, N, space):
     p = make_problem(problem, 63 if problem == "poisson1d" else 23)
     dec = Decomposition(p.grid, N, 1)
-    A0 = coarse_matrix(p.matrix(), coarse_space(space, dec)).toarray()
+    A0 = coarse_matrix(p.matrix(), grid_basis(space, dec)).toarray()
     np.testing.assert_allclose(A0, A0.T, rtol=1e-12, atol=1e-12 * np.abs(A0).max())
     assert np.linalg.eigvalsh(A0).min() > 0
 
 
 def test_bad_coarse_space():
     dec = Decomposition((10, 10), 2, 1)
-    with pytest.raises(ValueError, match="unknown coarse space 'gdsw'"):
-        coarse_space("gdsw", dec)
+    with pytest.raises(ValueError, match="gdsw coarse space .* no form on a structured grid"):
+        grid_basis("gdsw", dec)
+    with pytest.raises(ValueError, match="unknown coarse space 'hat'.*hats, nicolaides"):
+        grid_basis("hat", dec)
     with pytest.raises(ValueError, match="empty"):
-        coarse_space("hats", dec)
+        grid_basis("hats", dec)

@@ -90,7 +90,7 @@ def test_bad_spectral_settings_raise_on_every_rank():
     A = client_matrix(31, 1e6)
     cases = [({"spectral_nev": 0}, "must be a positive integer"),
              ({"spectral_threshold": -1}, "must be positive"),
-             ({"spectral_eigensolver": "lapack"}, "unknown -ddlearn_spectral_eigensolver"),
+             ({"spectral_eigensolver": "lapack"}, "unknown -bs2_ddlearn_spectral_eigensolver"),
              ({"coarse_space": "hats+spectral", "partition": "metis"},
               "hats+spectral coarse space lives on a boxes partition"),
              # an eigensolve that stops early: named, never a silently partial coarse space

@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse.linalg as spla
 import torch
 
-from ddlearn.decomposition.coarse import coarse_space
+from ddlearn.classical.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.coarse.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
 from ddlearn.decomposition.problems import make_problem
@@ -23,7 +23,7 @@ def test_classical_at_start_and_spd_for_any_parameters(name, n, N, overlap):
     dec = Decomposition(p.grid, N, overlap)
     S = basis_correction_model(dec, r_local=3, seed=1)
     A = p.matrix()
-    classical = _dense(reference.two_level(A, dec, coarse_space("hats", dec)), p.n)
+    classical = _dense(reference.two_level(A, dec, grid_basis("hats", dec)), p.n)
     np.testing.assert_allclose(_dense(aslinearoperator(S, p), p.n), classical, atol=1e-12)
     perturb_(S, 0.3, 2)
     omega = np.linspace(-0.5, 1.0, N)
@@ -36,7 +36,7 @@ def test_classical_at_start_and_spd_for_any_parameters(name, n, N, overlap):
     # omega alone is one restricted-Schwarz smoothing step of the basis per subdomain
     with torch.no_grad():
         S.Q.zero_()
-    Phi = coarse_space("hats", dec).toarray()
+    Phi = grid_basis("hats", dec).toarray()
     ras = reference.one_level(A, dec, "restrict")
     smoothed = Phi - np.stack([ras @ c for c in (A @ Phi).T], 1)
     basis = LearnedBasis.serial(S, p, omega=np.ones(N)).to_scipy().toarray()

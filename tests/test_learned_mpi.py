@@ -7,7 +7,7 @@ from petsc4py import PETSc
 
 from conftest import (apply_gathered, pc_from_options, raised_everywhere, solve_with_pc_options,
                       view_text)
-from ddlearn.decomposition.coarse import coarse_space
+from ddlearn.classical.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
 from ddlearn.decomposition.layout import Layout
@@ -84,7 +84,7 @@ def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
 def test_training_is_rank_count_independent_and_keeps_best_state():
     p = make_problem("poisson2d", 31)
     dec = Decomposition(p.grid, 16, 1)
-    Phi = coarse_space("hats", dec)
+    Phi = grid_basis("hats", dec)
     cfg = PCTrainConfig(steps=6, lr=3e-2, batch=4, eval_every=2, progress=False)
     runs = {}
     for label, comm in (("world", PETSc.COMM_WORLD), ("self", PETSc.COMM_SELF)):
@@ -142,7 +142,7 @@ def test_best_state_rule_survives_a_destructive_learning_rate():
     dec = Decomposition(p.grid, 8, 2)
     S = DistributedSchwarzAttention(basis_correction_model(dec, 4))
     A = S.layout.matrix(p)
-    basis = distributed_basis(S, S.layout, A, coarse_space("hats", dec))
+    basis = distributed_basis(S, S.layout, A, grid_basis("hats", dec))
     res = train_preconditioner(basis, S.layout, A, PCTrainConfig(
         steps=4, lr=10.0, lr_smoothing=5.0, batch=2, eval_every=1, progress=False))
     assert max(res.history["iterations"]) > res.initial_iterations or res.stopped != "steps"

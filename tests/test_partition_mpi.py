@@ -9,11 +9,12 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import raised_everywhere
-from ddlearn.decomposition import partition
+from ddlearn.decomposition import layout, partition
 from ddlearn.decomposition.coarse import hats_on_boxes
 from ddlearn.decomposition.parallel_partition import assign_holders, rank_shares
-from ddlearn.decomposition.partition import (Subdomains, box_partition, grow_overlap,
-                                             metis_partition, rcb_partition)
+from ddlearn.decomposition.partition import (box_partition, grow_overlap, metis_partition,
+                                             rcb_partition)
+from ddlearn.decomposition.subdomains import Subdomains
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -60,8 +61,9 @@ def no_gather(monkeypatch):
     """The partition must not gather the matrix or its graph on one rank."""
     def refuse(*args, **kwargs):
         raise AssertionError("the gather-free partition gathered rows on one rank")
-    monkeypatch.setattr(partition, "gather_rows", refuse)
-    monkeypatch.setattr(partition, "gather_matrix", refuse)
+    monkeypatch.setattr(partition, "gather_rows", refuse)  # what the partitioners call
+    for name in ("gather_rows", "gather_matrix"):
+        monkeypatch.setattr(layout, name, refuse)
 
 
 def _by_id(s: Subdomains, which: str = "overlapping") -> dict:

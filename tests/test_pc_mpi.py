@@ -87,7 +87,7 @@ def test_pc_bad_inputs_on_every_rank(tmp_path):
     msgs = raised_everywhere(lambda: run({"model": str(tmp_path / "missing.pt")}), exc=Exception)
     assert all(m and "no checkpoint" in m for m in msgs), msgs
     msgs = raised_everywhere(lambda: run({"model": path, "mode": "magic"}), exc=Exception)
-    assert all(m and "unknown -ddlearn_mode 'magic'" in m for m in msgs), msgs
+    assert all(m and "unknown -bad_ddlearn_mode 'magic'" in m for m in msgs), msgs
     b.destroy(), other.destroy()
     # a 2D 8 x 8 model on a 3D 4 x 4 x 4 matrix: the same 64 rows, another dimension
     p2 = make_problem("poisson2d", 8)

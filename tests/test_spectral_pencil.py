@@ -108,12 +108,14 @@ def test_boolean_partition_of_unity_gives_coarse_vectors_on_the_owned_rows_only(
 @pytest.mark.mpi
 def test_bad_pencil_and_partition_of_unity_are_refused_on_every_rank():
     A = client_matrix(15, 1e6)
+    # the options are named with the PC's prefix
     for k, (extra, expected) in enumerate([
             ({"spectral_pencil": "lanczos"},
-             "unknown -ddlearn_spectral_pencil 'lanczos'; choose one of neumann, dirichlet"),
+             "unknown -pbad0_ddlearn_spectral_pencil 'lanczos'; choose one of neumann, "
+             "dirichlet"),
             ({"spectral_partition_of_unity": "uniform"},
-             "unknown -ddlearn_spectral_partition_of_unity 'uniform'; choose one of auto, "
-             "multiplicity, boolean, interior")]):
+             "unknown -pbad1_ddlearn_spectral_partition_of_unity 'uniform'; choose one of "
+             "auto, multiplicity, boolean, interior")]):
         msgs = raised_everywhere(lambda: pc_from_options(
             A, f"pbad{k}_", pc=PC, subdomains=4, coarse_space="spectral", **extra).destroy(),
             exc=Exception)
@@ -123,8 +125,8 @@ def test_bad_pencil_and_partition_of_unity_are_refused_on_every_rank():
 
 def test_geneo_reference_quick_writes_json(tmp_path):
     mod = load_script("benchmarks/geneo_reference.py")
-    out = tmp_path / "g.json"
-    mod.main(["--quick", "--problems", "inclusions", "--json", str(out)])
+    out = tmp_path / "geneo_reference.json"
+    mod.main(["--quick", "--problems", "inclusions", "--out", str(tmp_path)])
     data = json.loads(out.read_text())
     assert data["n"] == 12 and data["parts"] == 8
     names = {(r["config"], r["kind"]) for r in data["rows"]}

@@ -141,7 +141,7 @@ def test_restricted_local_solves_are_refused_under_cg_from_options():
             ksp.setFromOptions()
             msg = setup_error(ksp)
             assert "preconditioner is not symmetric, so CG" in msg
-            assert "-ddlearn_local_type basic" in msg
+            assert "-t_ddlearn_local_type basic" in msg  # the PC's own prefix
     finally:
         A.destroy()
 

@@ -200,12 +200,13 @@ def test_bad_input_raises_on_every_rank():
         (setup(A, "e3_", subdomains=max(2, COMM.Get_size()), overlap=40, partition="metis"),
          "the whole domain"),
         (setup(A, "e4_", subdomains=4, coarse_space="hats"), "needs coordinates"),
-        (setup(A, "e5_", subdomains=4, coarse_space="spectral_typo"), "unknown -ddlearn_coarse"),
+        (setup(A, "e5_", subdomains=4, coarse_space="spectral_typo"),
+         "unknown -e5_ddlearn_coarse_space"),
         (setup(A, "e6_", subdomains=4, partition="boxes"), "needs coordinates"),
         (setup(A, "e7_", coarse_space="learned", learned_model="no-such-model.pt"),
          "no learned coarse-space model at no-such-model.pt"),
         (setup(A, "e8_", subdomains=4, coarse_correction="balancing"),
-         "unknown -ddlearn_coarse_correction 'balancing'"),
+         "unknown -e8_ddlearn_coarse_correction 'balancing'"),
     ]
     for run, expected in cases:
         msgs = raised_everywhere(run, exc=Exception)

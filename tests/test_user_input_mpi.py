@@ -10,7 +10,7 @@ from petsc4py import PETSc
 from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
                       raised_everywhere, solve_with_pc_options)
 from ddlearn.classical import reference
-from ddlearn.decomposition.partition import Subdomains
+from ddlearn.decomposition.subdomains import Subdomains
 from ddlearn.pc import set_auxiliary_matrices, set_subdomains
 
 pytestmark = pytest.mark.mpi

@@ -45,7 +45,7 @@ class CoarseInput:
     A : PETSc.Mat
         The (preconditioning) matrix, the user's numbering and row distribution.
     subdomains : Subdomains
-        This rank's overlapping subdomains (:class:`~ddlearn.decomposition.partition.Subdomains`).
+        This rank's overlapping subdomains (:class:`~ddlearn.decomposition.subdomains.Subdomains`).
     prefix : str
         The PC's options prefix followed by ``ddlearn_``.
     coordinates : ndarray or None
@@ -137,6 +137,19 @@ class CoarseSpace:
     def vectors(self, inp: CoarseInput) -> CoarseVectors:  # pragma: no cover - protocol
         """This rank's entries of :math:`\\Phi` (collective)."""
         raise NotImplementedError
+
+    @classmethod
+    def on_grid(cls, dec) -> sp.csr_matrix:
+        """:math:`\\Phi` on a structured :class:`~ddlearn.decomposition.structured.Decomposition`
+        (natural numbering, serial), for the families that have such a form; the others refuse.
+
+        Raises
+        ------
+        ValueError
+            This family has no form on a structured decomposition, or it is empty there.
+        """
+        raise ValueError(f"the {cls.name} coarse space is built from a matrix's subdomains and "
+                         f"has no form on a structured grid decomposition")
 
     def describe(self) -> dict:
         """Settings and what the last build found (JSON-ready)."""

@@ -36,7 +36,7 @@ from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
 from ..decomposition.layout import column_groups, distributed_aij, set_column_groups
-from .timing import Stopwatch, Tally
+from ..decomposition.timing import Timer
 
 __all__ = ["CoarseCorrection", "fixed_linear"]
 
@@ -93,7 +93,7 @@ class CoarseCorrection:
         Set-up seconds (slowest rank): ``coarse_product_s`` (:math:`\\Phi^TA\\Phi`, and the
         gather or copy of :math:`A_0`), ``coarse_setup_s`` (the coarse KSP's set-up:
         factorisation, or the nested method's set-up).
-    tally : Tally
+    tally : Timer
         Seconds of the applies on this rank since the set-up (:math:`\\Phi^Tx`, coarse solve,
         :math:`\\Phi y`).
     """
@@ -106,8 +106,8 @@ class CoarseCorrection:
         self.ranks = tuple(int(r) for r in np.flatnonzero(np.diff(ranges))) or (0,)
         self.is_coarse = comm.getRank() in self.ranks
         self.ksp = self._xs = self._ys = self._rows = self.A0 = self._sub = None
-        self.symmetric, self.solver, self.tally = True, "", Tally("coarse")
-        clock = Stopwatch(comm)
+        self.symmetric, self.solver, self.tally = True, "", Timer("coarse")
+        clock = Timer()
         self._A0 = A.ptap(Phi)
         n0 = self._A0.getSize()[0]
         if len(self.ranks) == 1:
@@ -128,7 +128,7 @@ class CoarseCorrection:
         if self.A0 is not None and groups is not None:
             set_column_groups(self.A0, groups)  # what a nested two-level PC groups by
         self.xc, self.yc = Phi.createVecRight(), Phi.createVecRight()
-        self.timing = {"coarse_product_s": clock.lap()}
+        clock.lap("coarse_product_s")
         error = None
         if self.is_coarse:
             try:
@@ -144,7 +144,8 @@ class CoarseCorrection:
             raise
         self.symmetric, self.solver = mpi.bcast((self.symmetric, self.solver),
                                                 root=self.ranks[0])
-        self.timing["coarse_setup_s"] = clock.lap()
+        clock.lap("coarse_setup_s")
+        self.timing = clock.slowest(comm)
 
     def _local_rows(self) -> sp.csr_matrix:
         """This rank's rows of the distributed :math:`A_0` (global columns)."""
@@ -176,7 +177,7 @@ class CoarseCorrection:
         r"""New values of ``A`` (same structure): numeric :math:`\Phi^TA\Phi` into the existing
         matrices and the coarse KSP set up again on them: a numeric refactorisation, or a
         values-only re-setup of a nested method (collective)."""
-        clock = Stopwatch(A.getComm())
+        clock = Timer()
         A.ptap(self.Phi, result=self._A0)
         if self._rows is not None:
             self._A0.createSubMatrices(self._rows, submats=[self.A0])
@@ -185,12 +186,13 @@ class CoarseCorrection:
             self.A0.setValuesCSR(rows.indptr.astype(PETSc.IntType),
                                  rows.indices.astype(PETSc.IntType), rows.data)
             self.A0.assemble()
-        self.timing = {"coarse_product_s": clock.lap()}
+        clock.lap("coarse_product_s")
         if self.is_coarse:
             self.ksp.setOperators(self.A0)
             self.ksp.setUp()
-        self.timing["coarse_setup_s"] = clock.lap()
-        self.tally = Tally("coarse")
+        clock.lap("coarse_setup_s")
+        self.timing = clock.slowest(A.getComm())
+        self.tally = Timer("coarse")
 
     def apply(self, x: PETSc.Vec, y: PETSc.Vec, add: bool = False) -> None:
         r"""``y = Phi A_0^{-1} Phi^T x`` (or ``y += ...`` with ``add``)."""

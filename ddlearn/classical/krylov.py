@@ -2,18 +2,17 @@
 set-up and solve seconds (slowest rank)."""
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
+from ..decomposition.timing import Timer
 from .overlapping import exact_local_solves
 
 __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc",
-           "require_symmetric_pc", "SYMMETRIC_KRYLOV"]
+           "require_symmetric_pc", "options_ksp_type", "SYMMETRIC_KRYLOV"]
 
 #: Krylov methods that need a symmetric operator and preconditioner
 SYMMETRIC_KRYLOV = ("cg", "cr", "minres")
@@ -102,11 +101,17 @@ def check_symmetric_pc(ksp: PETSc.KSP, matrix: bool = True) -> None:
                          f"not apply: use -ksp_type gmres or fgmres, or a symmetric mode")
 
 
+def options_ksp_type(pc: PETSc.PC) -> str | None:
+    """The Krylov method the options database asks of the PC's prefix, if any (a PC cannot see a
+    KSP type set in code)."""
+    return PETSc.Options(pc.getOptionsPrefix() or "").getString("ksp_type", "") or None
+
+
 def require_symmetric_pc(pc: PETSc.PC, symmetric: bool, fix: str) -> None:
     """In a Python PC's set-up: refuse a nonsymmetric preconditioner when the options database
     asks CG, CR or MINRES of the same prefix (on every rank); ``fix`` says what to choose
     instead. The KSP itself is checked again by :func:`check_symmetric_pc`."""
-    ksp_type = PETSc.Options(pc.getOptionsPrefix() or "").getString("ksp_type", "") or None
+    ksp_type = options_ksp_type(pc)
     collective_check(pc.getComm(), symmetric or ksp_type not in SYMMETRIC_KRYLOV,
                      f"the preconditioner is not symmetric, so {str(ksp_type).upper()} does not "
                      f"apply: use -ksp_type gmres or fgmres, or {fix}")
@@ -114,10 +119,10 @@ def require_symmetric_pc(pc: PETSc.PC, symmetric: bool, fix: str) -> None:
 
 def _wall(comm: PETSc.Comm, fn) -> float:
     comm.barrier()
-    t = time.perf_counter()
+    timer = Timer()
     fn()
-    dt = time.perf_counter() - t
-    return comm.tompi4py().allreduce(dt, op=MPI.MAX)
+    timer.lap("s")
+    return timer.slowest(comm)["s"]
 
 
 def solve(A: PETSc.Mat, b: PETSc.Vec, configure: Callable[[PETSc.PC], None], *,

@@ -137,7 +137,8 @@ def is_semidefinite(AN: sp.csr_matrix) -> bool:
 
 
 def neumann_matrices(A: PETSc.Mat, subdomains, auxiliary=None,
-                     what: str = "this coarse space", blocks=None) -> list[sp.csr_matrix]:
+                     what: str = "this coarse space", blocks=None,
+                     prefix: str = "ddlearn_") -> list[sp.csr_matrix]:
     r"""The local Neumann matrices of this rank's subdomains: the user's ``auxiliary``
     matrices (already in the sorted order of :math:`I_i`) or, without them, the algebraic ones
     (from ``blocks``, the :func:`dirichlet_blocks`, when given), refused on every rank when one
@@ -162,6 +163,6 @@ def neumann_matrices(A: PETSc.Mat, subdomains, auxiliary=None,
                      f"{bad[:8]}{'...' if len(bad) > 8 else ''}: this matrix is not an M-matrix "
                      f"(e.g. elasticity). Hand the PC the subdomains' Neumann matrices from your "
                      f"assembly (ddlearn.pc.set_subdomains + ddlearn.pc.set_auxiliary_matrices, "
-                     f"as PCHPDDMSetAuxiliaryMat) or use -ddlearn_coarse_space gdsw, rgdsw or "
+                     f"as PCHPDDMSetAuxiliaryMat) or use -{prefix}coarse_space gdsw, rgdsw or "
                      f"nicolaides")
     return ANs

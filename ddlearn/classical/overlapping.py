@@ -4,7 +4,7 @@ r"""The one-level overlapping Schwarz operator :math:`M_{AS1}^{-1} = \sum_i R_i^
 
 ``subdomains`` is anything with ``index_sets(overlapping: bool)`` returning this rank's PETSc
 index sets in the matrix's numbering (:class:`~ddlearn.decomposition.layout.Layout`,
-:class:`~ddlearn.decomposition.partition.Subdomains`).
+:class:`~ddlearn.decomposition.subdomains.Subdomains`).
 """
 from __future__ import annotations
 

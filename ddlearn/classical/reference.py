@@ -71,7 +71,7 @@ def two_level(A: sp.spmatrix, dec, Phi: sp.spmatrix,
 
 def neumann_matrix(A: sp.spmatrix, I: np.ndarray) -> sp.csr_matrix:
     r"""Algebraic local Neumann matrix :math:`R_iAR_i^T - \mathrm{diag}(\sum_{j\notin I}
-    |a_{kj}|)` (see :mod:`ddlearn.classical.spectral`)."""
+    |a_{kj}|)` (see :mod:`ddlearn.classical.coarse.spectral`)."""
     A = sp.csr_matrix(A)
     rows, Ai = A[I], A[I][:, I]
     outside = (np.asarray(abs(rows).sum(axis=1)).ravel()

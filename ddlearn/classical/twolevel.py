@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
+from ..decomposition.timing import Timer
 from .galerkin import CoarseCorrection
 from .overlapping import asm_pc
-from .timing import Stopwatch, Tally
 
 __all__ = ["TwoLevelSchwarz", "matrix_structure", "CORRECTIONS"]
 
@@ -71,14 +71,14 @@ class TwoLevelSchwarz:
     def __init__(self, subdomains, Phi: PETSc.Mat | None, variant: str = "basic",
                  prefix: str = "", correction: str = "additive"):
         if correction not in CORRECTIONS:
-            raise ValueError(f"unknown -ddlearn_coarse_correction {correction!r}; choose one of "
+            raise ValueError(f"unknown coarse correction {correction!r}; choose one of "
                              f"{', '.join(CORRECTIONS)}")
         self.subdomains, self.Phi, self.variant, self.prefix = subdomains, Phi, variant, prefix
         self.correction = correction
         self.local = self.coarse = self._structure = self.A = None
         self._prefix, self._setup_s = prefix, {}
         self._work = ()
-        self._tally, self._applies = Tally("local"), 0
+        self._tally, self._applies = Timer("local"), 0
 
     @property
     def symmetric(self) -> bool:
@@ -95,7 +95,7 @@ class TwoLevelSchwarz:
     def apply_timing(self, comm=None) -> dict:
         """``applies``, ``apply_local_s``, ``apply_coarse_s`` since the set-up, on this rank or
         (``comm`` given; collective) on the slowest rank."""
-        local, coarse = self._tally, self.coarse.tally if self.coarse else Tally("coarse")
+        local, coarse = self._tally, self.coarse.tally if self.coarse else Timer("coarse")
         if comm is None:
             seconds = {**local.seconds, **coarse.seconds}
         else:
@@ -118,9 +118,10 @@ class TwoLevelSchwarz:
         """Build every piece for ``P`` (collective); ``timing`` records the split."""
         self.reset(pc)
         self._prefix = (pc.getOptionsPrefix() or "") + self.prefix
-        clock = Stopwatch(P.getComm())
+        clock = Timer()
         self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_")
-        self._setup_s = {"local_s": clock.lap()}
+        clock.lap("local_s")
+        self._setup_s = clock.slowest(P.getComm())
         self._coarse(P)
         self._structure = matrix_structure(P)
 
@@ -133,7 +134,7 @@ class TwoLevelSchwarz:
         split = self.coarse.timing if self.coarse is not None else \
             {"coarse_product_s": 0.0, "coarse_setup_s": 0.0}
         self._setup_s.update(split, coarse_s=sum(split.values()))
-        self._tally, self._applies = Tally("local"), 0
+        self._tally, self._applies = Timer("local"), 0
         if self.coarse is not None and self.correction != "additive" and not self._work:
             self._work = tuple(P.createVecLeft() for _ in range(3))
 
@@ -146,11 +147,12 @@ class TwoLevelSchwarz:
 
     def update(self, P: PETSc.Mat) -> None:
         """New values of the same matrix: refactor the local blocks and the coarse matrix."""
-        clock = Stopwatch(P.getComm())
+        clock = Timer()
         self.local.setOperators(P, P)
         self.local.setUp()
         self.local.setUpOnBlocks()
-        self._setup_s = {"local_s": clock.lap()}
+        clock.lap("local_s")
+        self._setup_s = clock.slowest(P.getComm())
         self._coarse(P)
 
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:

@@ -1,6 +1,8 @@
-r"""Coarse spaces :math:`\Phi \in \mathbb{R}^{n\times n_0}` on a :class:`Decomposition`.
+r"""Coarse-space geometry: the vectors of :math:`\Phi \in \mathbb{R}^{n\times n_0}` on a
+structured :class:`Decomposition` and on the box grid of any point cloud. The coarse-space
+families that use them (by name, with their options) are :mod:`ddlearn.classical.coarse`.
 
-- ``hats``: in 1D the paper's interface hat functions, one per interface between neighbouring
+- hats: in 1D the paper's interface hat functions, one per interface between neighbouring
   subdomains (:math:`n_0 = N-1`); the overlap has no centre node, so hat ``k`` peaks at the larger
   of the two indices nearest the centre of the overlap between subdomains ``k`` and ``k+1`` (the
   first non-overlapping index of subdomain ``k+1``) and falls linearly to zero at the
@@ -8,7 +10,7 @@ r"""Coarse spaces :math:`\Phi \in \mathbb{R}^{n\times n_0}` on a :class:`Decompo
   grid: tensor products :math:`\phi_{kl}(x, y) = h_k(x)\,h_l(y)` of the 1D interface hats, one per
   interior vertex of the box grid (:math:`n_0 = (N_x-1)(N_y-1)`); in 3D likewise
   :math:`\phi_{klm}(x, y, z) = h_k(x)\,h_l(y)\,h_m(z)`, :math:`n_0 = (N_x-1)(N_y-1)(N_z-1)`.
-- ``nicolaides``: :math:`D_i`-weighted piecewise constants, :math:`\Phi e_i = R_i^T D_i \mathbf 1`
+- Nicolaides vectors: :math:`D_i`-weighted piecewise constants, :math:`\Phi e_i = R_i^T D_i \mathbf 1`
   (:math:`n_0 = N`); a partition of unity everywhere.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ import scipy.sparse as sp
 
 from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "hats_on_boxes", "nicolaides", "coarse_space", "GRID_COARSE_SPACES"]
+__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "nicolaides"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -100,29 +102,6 @@ def hats_on_boxes(axis_index: np.ndarray, offsets) -> sp.csr_matrix:
     return sp.csr_matrix((vals[keep], (rows, cols[keep])), shape=(n, width))
 
 
-def _hats(dec):
+def grid_hats(dec: Decomposition) -> sp.csr_matrix:
+    """The hats of a 1D, 2D or 3D box grid: :func:`interface_hats` or :func:`q1_hats`."""
     return interface_hats(dec) if len(dec.grid) == 1 else q1_hats(dec)
-
-
-#: the coarse spaces of a structured grid decomposition, by name
-GRID_COARSE_SPACES = {"hats": _hats, "nicolaides": nicolaides}
-
-
-def coarse_space(name: str, dec: Decomposition) -> sp.csr_matrix:
-    """Coarse basis :math:`\\Phi` by name (``hats`` or ``nicolaides``).
-
-    Raises
-    ------
-    ValueError
-        For an unknown name or an empty coarse space (e.g. hats with one subdomain per direction).
-    """
-    try:
-        Phi = GRID_COARSE_SPACES[name](dec)
-    except KeyError:
-        raise ValueError(f"unknown coarse space {name!r}; choose one of "
-                         f"{sorted(GRID_COARSE_SPACES)}") from None
-    if Phi.shape[1] == 0:
-        raise ValueError(f"the {name!r} coarse space is empty for box grid {dec.boxes}: "
-                         f"use more subdomains per direction or coarse space 'nicolaides'")
-    Phi.eliminate_zeros()
-    return Phi

@@ -16,7 +16,7 @@ from .structured import Decomposition
 
 __all__ = ["Layout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
-           "COLUMN_GROUPS"]
+           "COLUMN_GROUPS", "gather_rows", "gather_matrix", "scatter_rows"]
 
 
 def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:
@@ -100,6 +100,27 @@ def coarse_ranges(size: int, owners, n0: int, breaks=None) -> np.ndarray:
 
 
 #: name under which a coarse basis (and the coarse matrix built on it) carries its column groups
+def gather_rows(comm, M: sp.csr_matrix) -> sp.csr_matrix | None:
+    """Each rank's rows ``M`` (in rank order) stacked into one scipy CSR matrix on rank 0
+    (``None`` elsewhere; collective): the inverse of :func:`scatter_rows`."""
+    parts = comm.tompi4py().gather(M, root=0)
+    return sp.vstack(parts).tocsr() if parts is not None else None
+
+
+def gather_matrix(A: PETSc.Mat) -> sp.csr_matrix | None:
+    """The whole matrix on rank 0 as scipy CSR (``None`` elsewhere; collective)."""
+    i, j, v = A.getValuesCSR()
+    return gather_rows(A.getComm(), sp.csr_matrix((v, j, i), shape=(len(i) - 1, A.getSize()[1])))
+
+
+def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
+    """Each rank's rows ``ranges[r]:ranges[r+1]`` of the matrix ``M`` held by rank 0."""
+    mpi = comm.tompi4py()
+    pieces = [M[ranges[r]:ranges[r + 1]] for r in range(len(ranges) - 1)] \
+        if mpi.Get_rank() == 0 else None
+    return mpi.scatter(pieces, root=0)
+
+
 COLUMN_GROUPS = "ddlearn_column_groups"
 
 

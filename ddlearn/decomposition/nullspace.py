@@ -39,12 +39,13 @@ def _from_matrix(A: PETSc.Mat) -> np.ndarray | None:
     return np.stack(cols, axis=1) if cols else None
 
 
-def _rigid_body(A: PETSc.Mat, coordinates: np.ndarray | None, bs: int) -> np.ndarray:
+def _rigid_body(A: PETSc.Mat, coordinates: np.ndarray | None, bs: int,
+                prefix: str) -> np.ndarray:
     comm = A.getComm()
     has = coordinates is not None
     collective_check(comm, comm.tompi4py().allreduce(has, op=min),
-                     "-ddlearn_near_null_space rigid_body needs the nodes' coordinates: attach "
-                     "them with ddlearn.pc.set_coordinates")
+                     f"-{prefix}near_null_space rigid_body needs the nodes' coordinates: attach "
+                     f"them with ddlearn.pc.set_coordinates")
     nlocal = A.getLocalSize()[0]
     X = np.asarray(coordinates, dtype=np.float64)
     X = X[::bs] if X.shape[0] == nlocal and bs > 1 else X
@@ -61,21 +62,22 @@ def _rigid_body(A: PETSc.Mat, coordinates: np.ndarray | None, bs: int) -> np.nda
 
 
 def near_null_space(A: PETSc.Mat, kind: str = "auto", coordinates: np.ndarray | None = None,
-                    block_size: int = 1) -> np.ndarray | None:
+                    block_size: int = 1, prefix: str = "ddlearn_") -> np.ndarray | None:
     """This rank's rows of :math:`Z`, shape ``(local rows, m)``; ``None`` for the plain
-    constant of a scalar problem (collective; a bad request fails on every rank)."""
+    constant of a scalar problem (collective; a bad request fails on every rank, naming the
+    option under ``prefix``, the PC's prefix + ``ddlearn_``)."""
     collective_check(A.getComm(), kind in NULL_SPACES,
-                     f"unknown -ddlearn_near_null_space {kind!r}; choose one of "
+                     f"unknown -{prefix}near_null_space {kind!r}; choose one of "
                      f"{', '.join(NULL_SPACES)}")
     if kind in ("auto", "matrix"):
         Z = _from_matrix(A)
         collective_check(A.getComm(), Z is not None or kind == "auto",
-                         "-ddlearn_near_null_space matrix, but the matrix has none: set it with "
-                         "MatSetNearNullSpace (A.setNearNullSpace)")
+                         f"-{prefix}near_null_space matrix, but the matrix has none: set it "
+                         f"with MatSetNearNullSpace (A.setNearNullSpace)")
         if Z is not None:
             return Z
     if kind == "rigid_body":
-        return _rigid_body(A, coordinates, block_size)
+        return _rigid_body(A, coordinates, block_size, prefix)
     if block_size == 1:
         return None
     nlocal = A.getLocalSize()[0]

@@ -17,7 +17,7 @@ from ddlearn.classical.overlapping import configure_asm
 from ddlearn.classical.coarse.spectral import Spectral
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
-from ddlearn.decomposition.coarse import coarse_space
+from ddlearn.classical.coarse import grid_basis
 from ddlearn.decomposition.layout import Layout
 from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
@@ -51,7 +51,7 @@ class Case:
         to it (so that ddlearn's options-driven PC finds them)."""
         dec = Decomposition(problem.grid, N, overlap)
         layout = Layout(dec, comm, coarse_rank)
-        Phi = coarse_space(coarse, dec)
+        Phi = grid_basis(coarse, dec)
         A = layout.matrix(problem)
         set_coordinates(A, problem.coordinates()[layout.local_natural()])
         return cls(problem, dec, layout, A, Phi, layout.phi(Phi), coarse)

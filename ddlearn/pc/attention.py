@@ -4,8 +4,7 @@ Select it from the options database::
 
     -pc_type python -pc_python_type ddlearn.pc.SchwarzAttentionPC
     -ddlearn_model FILE            checkpoint (any rank count)
-    -ddlearn_mode MODE             default: learned for a learned-preconditioner checkpoint,
-                                   additive otherwise
+    -ddlearn_mode {attention,additive}   (default additive)
     -ddlearn_coarse_rank R         rank that owns the coarse block (default 0)
 
 (with the PC's own options prefix in front of ``ddlearn_``), or attach it in code with
@@ -19,8 +18,10 @@ Select it from the options database::
   model (:math:`K_i = Q_i`, :math:`K_0 = Q_0`) this is SPD (SPD plus positive semidefinite), so
   CG applies; otherwise use GMRES/FGMRES.
 
-A learned coarse space (checkpoint kind ``learned-two-level``) is served by
-:class:`~ddlearn.pc.twolevel.TwoLevelSchwarzPC` (``-ddlearn_model FILE``) instead. A nonsymmetric
+An in-situ learned coarse space (checkpoint kind ``learned-two-level``, from
+:mod:`ddlearn.learned.coarse.pc_training`) is served by
+:class:`~ddlearn.pc.twolevel.TwoLevelSchwarzPC` instead:
+``-ddlearn_coarse_space learned_insitu -ddlearn_learned_insitu_model FILE``. A nonsymmetric
 mode is refused when the options database asks CG, CR or MINRES of the same prefix. The matrix
 must be in the model's layout (``ddlearn.decomposition.layout.Layout(...).matrix(problem)``); a
 mismatch is refused on every rank.
@@ -66,18 +67,20 @@ class SchwarzAttentionPC:
 
     def setUp(self, pc: PETSc.PC) -> None:
         comm = pc.getComm()
+        prefix = (pc.getOptionsPrefix() or "") + "ddlearn_"
         collective_check(comm, self.mode in MODES,
-                         f"unknown -ddlearn_mode {self.mode!r}; choose one of {', '.join(MODES)}")
+                         f"unknown -{prefix}mode {self.mode!r}; choose one of {', '.join(MODES)}")
         if self.model is None:
             collective_check(comm, self.path is not None,
-                             "SchwarzAttentionPC needs a model: give -ddlearn_model FILE or "
-                             "attach one with SchwarzAttentionPC(model=...)")
+                             f"SchwarzAttentionPC needs a model: give -{prefix}model FILE or "
+                             f"attach one with SchwarzAttentionPC(model=...)")
             self.model = DistributedSchwarzAttention.load(self.path, comm=comm,
                                                           coarse_rank=self.coarse_rank)
         collective_check(comm, self.model.meta.get("preconditioner") != INSITU_KIND,
-                         "this checkpoint is a learned coarse space, not a paper-form operator: "
-                         "select it with -pc_python_type ddlearn.pc.TwoLevelSchwarzPC "
-                         "-ddlearn_model FILE")
+                         f"this checkpoint is a learned coarse space, not a paper-form operator: "
+                         f"select it with -pc_python_type ddlearn.pc.TwoLevelSchwarzPC "
+                         f"-{prefix}coarse_space learned_insitu -{prefix}learned_insitu_model "
+                         f"FILE")
         require_symmetric_pc(pc, self.symmetric, "a symmetric model")
         _, P = pc.getOperators()
         layout = self.model.layout

@@ -53,8 +53,9 @@ def _concat(sets):
 
 
 def export(path: str, basis: LearnedBasis, mode: str = "learned") -> None:
-    r"""Write the learned preconditioner of a *serial* :class:`~ddlearn.learned.LearnedBasis`
-    (:meth:`LearnedBasis.serial`, natural ordering) to ``path`` (this process only)."""
+    r"""Write the learned preconditioner of a *serial*
+    :class:`~ddlearn.learned.coarse.basis.LearnedBasis` (:meth:`LearnedBasis.serial`, natural
+    ordering) to ``path`` (this process only)."""
     if mode not in _MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(_MODES)}")
     dec = basis.S.dec

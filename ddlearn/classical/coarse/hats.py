@@ -4,7 +4,9 @@ tensor product of the 1D interface hats over the axes (1D, 2D or 3D;
 geometric space: it needs coordinates and does not depend on the matrix values."""
 from __future__ import annotations
 
-from ...decomposition.coarse import hats_on_boxes
+import scipy.sparse as sp
+
+from ...decomposition.coarse import grid_hats, hats_on_boxes
 from ...decomposition.collective import collective_check
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 
@@ -18,14 +20,23 @@ class Hats(CoarseSpace):
 
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
         s = inp.subdomains
+        p = inp.prefix
         collective_check(inp.comm, s.boxes is not None,
-                         "the hats coarse space lives on a box grid: it needs coordinates and "
-                         "-ddlearn_partition boxes (or use -ddlearn_coarse_space nicolaides, "
-                         "which needs the graph alone)")
+                         f"the hats coarse space lives on a box grid: it needs coordinates and "
+                         f"-{p}partition boxes (or use -{p}coarse_space nicolaides, which needs "
+                         f"the graph alone)")
         rows = hats_on_boxes(*s.boxes)
         collective_check(inp.comm, rows.shape[1] > 0,
                          f"the hats coarse space is empty with N = {s.N} (it needs at least two "
-                         f"boxes per direction): use more subdomains or -ddlearn_coarse_space "
+                         f"boxes per direction): use more subdomains or -{p}coarse_space "
                          f"nicolaides")
         self.found = {"n0": int(rows.shape[1])}
         return CoarseVectors.from_rows(rows, inp.A.getOwnershipRange()[0])
+
+    @classmethod
+    def on_grid(cls, dec) -> sp.csr_matrix:
+        Phi = grid_hats(dec)
+        if Phi.shape[1] == 0:
+            raise ValueError(f"the hats coarse space is empty for box grid {dec.boxes}: use more "
+                             f"subdomains per direction or the nicolaides coarse space")
+        return Phi

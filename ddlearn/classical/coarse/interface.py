@@ -20,7 +20,7 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 from ...decomposition.collective import collective_check
-from ...decomposition.partition import gather_matrix, scatter_rows
+from ...decomposition.layout import gather_matrix, scatter_rows
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 
 __all__ = ["interface_components", "touch_sets", "energy_minimal_extension", "on_rank0",
@@ -98,7 +98,7 @@ def energy_minimal_extension(A: sp.csr_matrix, part: np.ndarray, interface: np.n
 
 def on_rank0(inp: CoarseInput, build, what: str) -> tuple[CoarseVectors, dict]:
     """Run ``build(A, part, Z, block_size) -> (Phi, info)`` on rank 0 with the gathered matrix,
-    the parts (:meth:`~ddlearn.decomposition.partition.Subdomains.gather_part`) and the
+    the parts (:meth:`~ddlearn.decomposition.subdomains.Subdomains.gather_part`) and the
     gathered near-null space (``None``: constants), and give every rank its rows of
     :math:`\\Phi` and ``info`` (collective; an error on rank 0 is raised everywhere)."""
     comm = inp.comm

@@ -79,7 +79,7 @@ from slepc4py import SLEPc
 
 from ...decomposition.collective import collective_check
 from ...decomposition.layout import sequential_aij
-from ...decomposition.partition import rows_fingerprint
+from ...decomposition.subdomains import rows_fingerprint
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
 from ..neumann import (boolean_partition_of_unity, dirichlet_blocks, interior_partition_of_unity,
                        neumann_matrices, regularised_pencil)
@@ -97,30 +97,31 @@ class SpectralSettings:
     """``nev`` eigenvectors per subdomain at most; with ``threshold`` > 0 only those with
     :math:`\\lambda < \\tau` among them; the ``pencil``'s right-hand matrix
     (:data:`PENCILS`), the ``partition_of_unity`` (:data:`PARTITIONS_OF_UNITY`); ``tol`` of the
-    eigensolver; ``warm_start``: start from the previous set-up's eigenvectors."""
+    eigensolver; ``warm_start``: start from the previous set-up's eigenvectors. A bad value is
+    refused naming its option under ``prefix`` (the PC's prefix + ``ddlearn_spectral_``)."""
 
     def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
                  tol: float = 1e-10, pencil: str = "dirichlet", partition_of_unity: str = "auto",
-                 warm_start: bool = False):
+                 warm_start: bool = False, prefix: str = "ddlearn_spectral_"):
         if int(nev) != nev or nev < 1:
-            raise ValueError(f"-ddlearn_spectral_nev must be a positive integer, got {nev!r}")
+            raise ValueError(f"-{prefix}nev must be a positive integer, got {nev!r}")
         if threshold < 0:
-            raise ValueError(f"-ddlearn_spectral_threshold must be positive (or 0 for 'the nev "
+            raise ValueError(f"-{prefix}threshold must be positive (or 0 for 'the nev "
                              f"smallest'), got {threshold!r}")
         for what, value, choices in (("eigensolver", eigensolver, EIGENSOLVERS),
                                      ("pencil", pencil, PENCILS),
                                      ("partition_of_unity", partition_of_unity,
                                       PARTITIONS_OF_UNITY)):
             if value not in choices:
-                raise ValueError(f"unknown -ddlearn_spectral_{what} {value!r}; choose one of "
+                raise ValueError(f"unknown -{prefix}{what} {value!r}; choose one of "
                                  f"{', '.join(choices)}")
         self.nev, self.threshold, self.eigensolver, self.tol = int(nev), threshold, eigensolver, tol
         self.pencil, self.partition_of_unity = pencil, partition_of_unity
-        self.warm_start = bool(warm_start)
+        self.warm_start, self.prefix = bool(warm_start), prefix
 
     def with_eigensolver(self, eigensolver: str) -> "SpectralSettings":
         return SpectralSettings(self.nev, self.threshold, eigensolver, self.tol, self.pencil,
-                                self.partition_of_unity, self.warm_start)
+                                self.partition_of_unity, self.warm_start, self.prefix)
 
     def describe(self) -> dict:
         return {"nev": self.nev, "threshold": self.threshold, "eigensolver": self.eigensolver,
@@ -263,7 +264,8 @@ class Spectral(CoarseSpace):
                                          opts.getString("pencil", s.pencil),
                                          opts.getString("partition_of_unity",
                                                         s.partition_of_unity),
-                                         opts.getBool("warm_start", s.warm_start))
+                                         opts.getBool("warm_start", s.warm_start),
+                                         self._prefix)
 
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
         r"""The coarse vectors :math:`R_i^TD_iv` (collective). A subdomain whose eigensolve did
@@ -272,7 +274,8 @@ class Spectral(CoarseSpace):
         comm, s, settings = inp.comm, inp.subdomains, self.settings
         found, problems = {}, []
         blocks = dirichlet_blocks(inp.A, s)
-        ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space", blocks)
+        ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space", blocks,
+                               inp.prefix)
         rights = blocks if settings.pencil == "dirichlet" else ANs
         unity = settings.partition_of_unity
         if unity == "auto":
@@ -309,9 +312,9 @@ class Spectral(CoarseSpace):
             found[int(i)] = (I[keep], D[keep], V[keep], lam)
         collective_check(comm, not problems,
                          "the spectral coarse space's eigensolve failed on " + "; ".join(problems)
-                         + ": try the other -ddlearn_spectral_eigensolver, a smaller "
-                         "-ddlearn_spectral_nev, a looser -ddlearn_spectral_tol or more "
-                         "-ddlearn_spectral_eps_max_it")
+                         + f": try the other -{self._prefix}eigensolver, a smaller "
+                         f"-{self._prefix}nev, a looser -{self._prefix}tol or more "
+                         f"-{self._prefix}eps_max_it")
         out = subdomain_columns(comm, s.N, {i: f[:3] for i, f in found.items()})
         counts = [len(f[3]) for f in found.values()]
         largest = [float(f[3].max()) for f in found.values() if len(f[3])]

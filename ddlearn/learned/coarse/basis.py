@@ -45,7 +45,7 @@ from petsc4py import PETSc
 from ...classical.overlapping import asm_pc
 from ...classical.reference import one_level, two_level
 from ...decomposition import Decomposition
-from ...decomposition.coarse import coarse_space
+from ...classical.coarse import grid_basis
 from ..operators.attention import SchwarzAttention
 from ..operators.distributed import apply_batch
 
@@ -115,7 +115,7 @@ class LearnedBasis(nn.Module):
         """The basis of a serial :math:`S_\\theta` for ``problem`` (natural ordering)."""
         dec = S.dec
         A = problem.matrix()
-        Phi = coarse_space(coarse, dec).toarray()
+        Phi = grid_basis(coarse, dec).toarray()
         ras = one_level(A, dec, "restrict")
         Psi = np.stack([ras @ c for c in (A @ Phi).T])
         owner = np.empty(dec.n, dtype=np.int64)

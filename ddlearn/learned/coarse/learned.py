@@ -46,7 +46,7 @@ from petsc4py import PETSc
 from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ...classical.coarse.spectral import PENCILS
 from ...decomposition.collective import collective_check
-from ...decomposition.partition import rows_fingerprint
+from ...decomposition.subdomains import rows_fingerprint
 from .local_coarse import (CHANGE_TOL, PRETRAINED, SERVE_STEPS, STARTS, Serving,
                            check_inputs, learned_entries, load_model)
 

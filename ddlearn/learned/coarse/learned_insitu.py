@@ -19,9 +19,9 @@ import scipy.sparse as sp
 from petsc4py import PETSc
 
 from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
-from ...decomposition.coarse import coarse_space
+from ...classical.coarse import grid_basis
 from ...decomposition.collective import collective_check
-from ...decomposition.partition import Subdomains
+from ...decomposition.subdomains import Subdomains
 from .basis import INSITU_KIND, describe, distributed_basis, petsc_basis
 from ..operators.distributed import DistributedSchwarzAttention
 
@@ -84,7 +84,7 @@ class LearnedInsitu(CoarseSpace):
             internal = PETSc.IS().createGeneral(
                 to_global[layout.local_natural()].astype(PETSc.IntType), comm=comm)
             A_int = A.createSubMatrix(internal, internal)
-            Phi = coarse_space(model.meta["coarse"], layout.dec)
+            Phi = grid_basis(model.meta["coarse"], layout.dec)
             basis = distributed_basis(model, layout, A_int, Phi, model.meta.get("smoothing"))
             Phi_tilde = petsc_basis(basis, layout)
             # rows back to the user's numbering and distribution

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from ...decomposition.coarse import coarse_space
+from ...classical.coarse import grid_basis
 from ...decomposition import Decomposition
 
 __all__ = ["GlobalAttention", "SchwarzAttention", "DTYPES", "check_input", "torch_dtype"]
@@ -141,7 +141,7 @@ class SchwarzAttention(nn.Module):
                              f"[1, min n_i = {sizes.min()}] (the smallest overlapping "
                              f"subdomain); use a smaller rank or fewer subdomains")
         self.ranks = ranks
-        Phi = coarse_space(coarse, dec) if coarse is not None else None
+        Phi = grid_basis(coarse, dec) if coarse is not None else None
         n0 = Phi.shape[1] if Phi is not None else 0
         if coarse is not None:
             r0 = n0 if r0 is None else r0

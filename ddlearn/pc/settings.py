@@ -1,0 +1,135 @@
+r"""The generic settings of :class:`~ddlearn.pc.twolevel.TwoLevelSchwarzPC`, read from the options
+database under the PC's prefix followed by ``ddlearn_`` (``-<prefix>ddlearn_...``) and checked on
+every rank. A coarse-space family reads its own options (``-<prefix>ddlearn_<family>_...``,
+:meth:`~ddlearn.classical.coarse_space.CoarseSpace.set_from_options`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from petsc4py import PETSc
+
+from ..classical.coarse import FAMILIES
+from ..classical.coarse_space import CoarseSpace
+from ..classical.twolevel import CORRECTIONS
+from ..decomposition.collective import collective_check
+from ..decomposition.partition import PARTITIONERS
+from .registry import make_coarse_space
+
+__all__ = ["Settings", "LOCAL_TYPES"]
+
+#: the one-level part's forms (PCASM types)
+LOCAL_TYPES = ("basic", "restrict")
+
+
+@dataclass
+class Settings:
+    r"""What the PC is asked for; each field is the default its option overrides.
+
+    Attributes
+    ----------
+    coarse_space : str, CoarseSpace or None
+        ``coarse_space NAME[+NAME...]``: ``none`` or the registry's families
+        (:data:`~ddlearn.pc.registry.COARSE_SPACE_NAMES`); ``None``: hats with coordinates on
+        a box partition of a scalar problem, nicolaides otherwise.
+    subdomains : int or None
+        ``subdomains N``, independent of the ranks (``None``: 4 per rank).
+    overlap : int
+        ``overlap k``: layers of the matrix graph.
+    partition : str or None
+        ``partition NAME``, one of :data:`~ddlearn.decomposition.partition.PARTITIONERS`
+        (``None``: :func:`~ddlearn.decomposition.partition.default_partitioner`).
+    local_type : str
+        ``local_type``: ``basic`` (symmetric, for CG) or ``restrict`` (RAS, GMRES).
+    coarse_rank : int
+        ``coarse_rank R``: the coarse rank (one coarse rank) or the first of them.
+    correction : str
+        ``coarse_correction``, one of :data:`~ddlearn.classical.twolevel.CORRECTIONS`.
+    near_null_space : str
+        ``near_null_space {auto,matrix,rigid_body,constant}``
+        (:mod:`ddlearn.decomposition.nullspace`).
+    coarse_ranks : int
+        ``coarse_ranks P``: ranks the coarse problem is distributed over.
+    """
+
+    coarse_space: str | CoarseSpace | None = None
+    subdomains: int | None = None
+    overlap: int = 1
+    partition: str | None = None
+    local_type: str = "basic"
+    coarse_rank: int = 0
+    correction: str = "additive"
+    near_null_space: str = "auto"
+    coarse_ranks: int = 1
+
+    def read(self, prefix: str) -> None:
+        """Override the fields by the options under ``prefix`` (the PC's prefix + ``ddlearn_``)."""
+        opts = PETSc.Options(prefix)
+        # petsc4py treats a default of None as "required": '' and 0 stand for "not given"
+        self.coarse_space = opts.getString("coarse_space", "") or self.coarse_space
+        self.subdomains = opts.getInt("subdomains", self.subdomains or 0) or None
+        self.overlap = opts.getInt("overlap", self.overlap)
+        self.partition = opts.getString("partition", self.partition or "") or None
+        self.local_type = opts.getString("local_type", self.local_type)
+        self.coarse_rank = opts.getInt("coarse_rank", self.coarse_rank)
+        self.coarse_ranks = opts.getInt("coarse_ranks", self.coarse_ranks)
+        self.correction = opts.getString("coarse_correction", self.correction)
+        self.near_null_space = opts.getString("near_null_space", self.near_null_space)
+
+    @property
+    def symmetric(self) -> bool:
+        """A symmetric one-level part and form of the coarse correction."""
+        return self.local_type == "basic" and CORRECTIONS.get(self.correction, True)
+
+    def check(self, comm, prefix: str) -> None:
+        """Refuse, on every rank, a choice that is not one, naming the option under ``prefix``."""
+        for ok, what, value, choices in (
+                (self.local_type in LOCAL_TYPES, "local_type", self.local_type, LOCAL_TYPES),
+                (self.correction in CORRECTIONS, "coarse_correction", self.correction,
+                 CORRECTIONS),
+                (self.partition is None or self.partition in PARTITIONERS, "partition",
+                 self.partition, PARTITIONERS)):
+            collective_check(comm, ok, f"unknown -{prefix}{what} {value!r}; choose one of "
+                             f"{', '.join(choices)}")
+        size = comm.getSize()
+        collective_check(comm, 0 <= self.coarse_rank < size,
+                         f"-{prefix}coarse_rank {self.coarse_rank} is not a rank of this "
+                         f"{size}-rank communicator")
+        collective_check(comm, 1 <= self.coarse_ranks <= size,
+                         f"-{prefix}coarse_ranks {self.coarse_ranks}: the coarse problem is "
+                         f"distributed over 1 to {size} ranks (this communicator's size); use "
+                         f"-{prefix}coarse_ranks 1 (one coarse rank, the default) up to {size}")
+
+    def coarse_space_for(self, comm, prefix: str, has_coordinates: bool, block_size: int,
+                         user_sets: bool) -> CoarseSpace | None:
+        """The coarse space asked for (by default hats with coordinates on a box partition of a
+        scalar problem, nicolaides otherwise), configured from its options and refused on every
+        rank where the matrix cannot serve it (block size, coordinates, the user's sets)."""
+        spec = self.coarse_space
+        if spec is None:
+            boxes = has_coordinates and block_size == 1 and not user_sets and \
+                self.partition in (None, "boxes")
+            spec = "hats" if boxes else "nicolaides"
+        space, error = spec if isinstance(spec, CoarseSpace) else None, None
+        if space is None:
+            try:
+                space = make_coarse_space(spec, f"-{prefix}coarse_space")
+            except ValueError as e:
+                error = str(e)
+        collective_check(comm, error is None, str(error))
+        if space is None:
+            return None
+        space.set_from_options(prefix)
+        blocks = ", ".join(n for n, c in FAMILIES.items() if c.supports_blocks)
+        collective_check(comm, space.supports_blocks or block_size == 1,
+                         f"the {space.name} coarse space serves scalar problems only, and this "
+                         f"matrix has block size {block_size}: use {blocks} (they use the "
+                         f"near-null space)")
+        wanted = space.partitioner
+        collective_check(comm, wanted is None or (has_coordinates and not user_sets and
+                                                  self.partition in (None, wanted)),
+                         f"the {space.name} coarse space lives on a {wanted} partition: it needs "
+                         f"coordinates and -{prefix}partition {wanted}"
+                         f"{', not the given subdomains' if user_sets else ''} (or use "
+                         f"-{prefix}coarse_space nicolaides, which needs the graph alone)")
+        return space
