@@ -236,6 +236,41 @@ def test_bad_coarse_ranks_refused_on_every_rank(problem):
             assert all(m and expected in m for m in msgs), (expected, msgs)
 
 
+@pytest.mark.mpi(min_size=2)
+def test_bad_options_of_the_nested_pc_name_its_prefix_on_every_rank(problem):
+    """Inside the three-level PC every message names the nested option as the user writes it
+    (-<prefix>ddlearn_coarse_ddlearn_...), and every rank raises it."""
+    A, _ = problem
+
+    def setup(prefix, **coarse_level):
+        return lambda: pc_from_options(A, prefix, pc=PC, subdomains=N, coarse_ranks=2,
+                                       coarse_space="nicolaides",
+                                       **{**THREE_LEVEL, **coarse_level}).destroy()
+
+    cases = [
+        ("n0_", dict(coarse_ddlearn_partition="voronoi"),
+         "unknown -n0_ddlearn_coarse_ddlearn_partition 'voronoi'"),
+        ("n1_", dict(coarse_ddlearn_overlap=-1),
+         "-n1_ddlearn_coarse_ddlearn_overlap -1 must be a non-negative integer"),
+        ("n2_", dict(coarse_ddlearn_coarse_space="hat"),
+         "unknown -n2_ddlearn_coarse_ddlearn_coarse_space 'hat'"),
+        ("n3_", dict(coarse_ddlearn_local_type="multiplicative"),
+         "unknown -n3_ddlearn_coarse_ddlearn_local_type 'multiplicative'"),
+        ("n4_", dict(coarse_ddlearn_subdomains=1),
+         "-n4_ddlearn_coarse_ddlearn_subdomains 1 is fewer than the 2 ranks"),
+        ("n5_", dict(coarse_ddlearn_subdomains=N + 1),
+         f"-n5_ddlearn_coarse_ddlearn_subdomains {N + 1} is not between 1 and the number of "
+         f"rows {N}"),
+        ("n6_", dict(coarse_ddlearn_coarse_space="hats"),
+         "-n6_ddlearn_coarse_ddlearn_partition boxes"),
+        ("n7_", dict(coarse_ddlearn_near_null_space="rigid"),
+         "unknown -n7_ddlearn_coarse_ddlearn_near_null_space 'rigid'"),
+    ]
+    for prefix, coarse_level, expected in cases:
+        msgs = raised_everywhere(setup(prefix, **coarse_level), exc=Exception)
+        assert all(m and expected in m for m in msgs), (expected, msgs)
+
+
 def test_timing_meta_and_view(problem, tmp_path):
     """The set-up split and the apply split local/coarse, in timing, meta and -ksp_view."""
     A, b = problem
