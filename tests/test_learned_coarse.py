@@ -1,4 +1,4 @@
-"""The learned local coarse space (ddlearn.learned.coarse.local_coarse): its refinement, its loss, its
+"""The learned local coarse space (ddlearn.learned.coarse.learned): its refinement, its loss, its
 training (resumable, deterministic), the shipped model, SPD for any weights and field, parity
 between the distributed PC and a serial construction on 1-4 ranks, and bad input refused on
 every rank."""
@@ -22,9 +22,12 @@ from ddlearn.classical.reference import neumann_matrix
 from ddlearn.classical.coarse.spectral import SpectralSettings, local_eigenvectors
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import Diffusion2D, make_problem
-from ddlearn.learned.coarse.local_coarse import (PRETRAINED, LocalCoarseNet, PatchBatch, load_model,
-                                          refine, ritz_loss, save_model, serial_basis,
-                                          start_vectors)
+from ddlearn.learned.coarse.model_file import PRETRAINED, load_model, save_model
+from ddlearn.learned.coarse.network import LocalCoarseNet
+from ddlearn.learned.coarse.patches import PatchBatch
+from ddlearn.learned.coarse.refinement import refine, ritz_loss
+from ddlearn.learned.coarse.serving import serial_basis
+from ddlearn.learned.coarse.starts import start_vectors
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned
 from ddlearn.learned.coarse.local_training import (LocalTrainConfig, check_iterations, main,
                                             step_fields, train_local_coarse)

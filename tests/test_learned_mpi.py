@@ -16,7 +16,7 @@ from ddlearn.learned.coarse.basis import (aslinearoperator, basis_correction_mod
 from ddlearn.learned.coarse.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
                                          train_preconditioner)
 from ddlearn.decomposition.problems import make_problem
-from ddlearn.learned.coarse.local_coarse import load_model
+from ddlearn.learned.coarse.model_file import load_model
 from ddlearn.learned.coarse.local_training import LocalTrainConfig, train_local_coarse
 
 pytestmark = pytest.mark.mpi

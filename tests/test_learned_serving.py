@@ -11,7 +11,9 @@ from petsc4py import PETSc
 from conftest import client_matrix, gathered_csr, pc_from_options, raised_everywhere, view_text
 from ddlearn.decomposition.layout import distributed_aij
 from ddlearn.decomposition.problems import make_problem
-from ddlearn.learned.coarse.local_coarse import monomials, refine_checked
+from ddlearn.learned.coarse.patches import PatchBatch
+from ddlearn.learned.coarse.refinement import refine_checked
+from ddlearn.learned.coarse.starts import monomials
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 
 COMM = MPI.COMM_WORLD
@@ -57,7 +59,6 @@ def test_last_step_change_is_zero_for_an_invariant_start():
     from ddlearn.classical.coarse.spectral import SpectralSettings, local_eigenvectors
     from ddlearn.classical.reference import neumann_matrix
     from ddlearn.decomposition import Decomposition
-    from ddlearn.learned.coarse.local_coarse import PatchBatch
     A = make_problem("random_channels", 31, contrast=1e6, seed=3).matrix()
     dec = Decomposition((31, 31), 4, 1)
     ANs = [neumann_matrix(A, I) for I in dec.subdomains]

@@ -4,9 +4,12 @@ module (``common``: atomic writes, payload reader, best state, progress bar, cos
 - ``operators``: global and Schwarz attention, FLARE, data, training loops, checkpoints, the
   fair-comparison protocol and the distributed operator;
 - ``coarse``: the learned coarse spaces as coarse-space families of the two-level PC —
-  ``learned`` (the local model of ``local_coarse``, trained once on coefficient families by
-  ``local_training``; the pretrained model ships in ``pretrained/``) and ``learned_insitu``
-  (the basis correction of ``coarse.basis``, trained inside CG by ``coarse.pc_training``).
+  ``learned`` (the subdomains' inputs in ``patches``, the network in ``network``, its start
+  vectors and the classical ones in ``starts``, the block Krylov Rayleigh–Ritz refinement in
+  ``refinement``, the model file in ``model_file``, the set-up in ``serving``; trained once on
+  coefficient families by ``local_training``; the pretrained models ship in ``pretrained/``)
+  and ``learned_insitu`` (the basis correction of ``coarse.basis``, trained inside CG by
+  ``coarse.pc_training``).
 
 Imports :mod:`ddlearn.decomposition` and :mod:`ddlearn.classical`, never :mod:`ddlearn.pc`.
 """

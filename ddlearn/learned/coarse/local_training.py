@@ -1,4 +1,4 @@
-r"""Training the learned local coarse space (:mod:`.local_coarse`) once, offline, on seeded
+r"""Training the learned local coarse space (:mod:`.learned`) once, offline, on seeded
 coefficient families, distributed over MPI ranks.
 
 Data: fields of the families of :mod:`ddlearn.decomposition.coefficients` (each field's
@@ -20,7 +20,7 @@ by ``F``. Validation is the mean over all subdomains of all validation fields, s
 way. The result therefore does not depend on the number of ranks beyond round-off (summation
 order).
 
-Optimisation: Adam with a cosine learning-rate schedule on :func:`.local_coarse.ritz_loss`;
+Optimisation: Adam with a cosine learning-rate schedule on :func:`.refinement.ritz_loss`;
 the best validation state is kept (:class:`.common.BestState`), checkpoints are atomic and a
 run resumes from its checkpoint. The command line (:func:`main`) never overwrites an existing
 model without ``--force``.
@@ -44,9 +44,11 @@ from ...classical.coarse.spectral import PENCILS, SpectralSettings, local_eigenv
 from ...decomposition import Decomposition
 from ...decomposition.problems import family_problem_name, make_problem
 from ..common import BestState, cosine_schedule, progress_bar
-from .local_coarse import (KIND, PRETRAINED, LocalCoarseNet, PatchBatch, input_statistics,
-                           load_model, max_row_entries, ritz_loss, save_model, serial_basis,
-                           update_record)
+from .model_file import PRETRAINED, load_model, save_model, update_record
+from .network import KIND, LocalCoarseNet
+from .patches import PatchBatch, input_statistics, max_row_entries
+from .refinement import ritz_loss
+from .serving import serial_basis
 
 __all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches", "step_fields",
            "train_local_coarse", "check_iterations", "check_fields", "family_problem",
@@ -159,7 +161,7 @@ def _allreduce_(tensors, comm):
 
 
 def _evaluate(model, fields, cfg, comm) -> float:
-    """Mean :func:`.local_coarse.ritz_loss` over all subdomains of ``fields`` (all ranks)."""
+    """Mean :func:`.refinement.ritz_loss` over all subdomains of ``fields`` (all ranks)."""
     with torch.no_grad():
         local = sum(float(ritz_loss(b, model(b), exact, cfg.steps, cfg.k)) * len(b)
                     for b, exact in fields.values())
@@ -295,7 +297,7 @@ def check_fields(train_config: dict) -> tuple:
 def check_iterations(path: str, cases=None) -> list[dict]:
     """CG iterations (rtol 1e-8, random right-hand side of seed 0) of two-level Schwarz with the
     learned coarse space of the model at ``path`` on each ``(family, n, N, contrast, seed)``
-    field (default :func:`check_fields`), built serially (:func:`.local_coarse.serial_basis`)
+    field (default :func:`check_fields`), built serially (:func:`.serving.serial_basis`)
     on the model's pencil."""
     model, meta, _ = load_model(path)
     cfg = meta["train_config"]

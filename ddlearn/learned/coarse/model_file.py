@@ -1,0 +1,125 @@
+r"""The learned coarse space's model file and its record: the model (configuration, parameters,
+training metadata) written atomically to ``path``, and beside it ``path + '.json'`` with its
+SHA-256, size, configuration and the training settings and checks. A model is read only after
+the file matched its record: one without its record, modified or truncated is never unpickled.
+
+The models shipped with ddlearn lie in ``pretrained/`` (:data:`PRETRAINED`, the 2D one; the
+command in a record, with ``--force``, remakes its model in place).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import torch
+
+from ..common import atomic_write, atomic_write_json, read_payload
+from .network import KIND, LocalCoarseNet
+
+__all__ = ["FORMAT_VERSION", "PRETRAINED", "model_hash", "save_model", "update_record",
+           "load_model"]
+
+#: the version of the model file's format this ddlearn writes and reads
+FORMAT_VERSION = 1
+#: the model shipped with ddlearn (the command in its record ``PRETRAINED + '.json'``, with
+#: ``--force``, remakes it in place)
+PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained",
+                          "local_coarse.pt")
+
+
+def _fix(path: str) -> str:
+    """What to do when a model's record is missing or does not match the model file."""
+    return (f"retrain with python -m ddlearn.learned.coarse.local_training --out {path} "
+            f"--force (the command a record carries reproduces its model) or restore {path} and "
+            f"its record {path}.json together")
+
+
+def model_hash(path: str) -> str:
+    """SHA-256 of a model file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save_model(path: str, model: LocalCoarseNet, meta: dict, **extra) -> None:
+    """Write the model (config, parameters, training metadata) atomically to ``path`` and its
+    record (SHA-256, size in bytes, config, metadata) to ``path + '.json'``."""
+    payload = {"format": KIND, "version": FORMAT_VERSION, "config": model.config,
+               "state": model.state_dict(), "meta": meta, **extra}
+    atomic_write(path, lambda f: torch.save(payload, f))
+    record = {"sha256": model_hash(path), "bytes": os.path.getsize(path), "config": model.config,
+              **meta}
+    atomic_write_json(path + ".json", record)
+
+
+def _read_record(path: str) -> dict:
+    """The record ``path + '.json'`` of the model at ``path``.
+
+    Raises
+    ------
+    ValueError
+        When the record is missing or is not a JSON object with a ``sha256`` entry.
+    """
+    record_path = path + ".json"
+    if not os.path.exists(record_path):
+        raise ValueError(f"the learned coarse-space model {path} has no record {record_path} "
+                         f"(its SHA-256 and training settings), so it cannot be verified: "
+                         f"{_fix(path)}")
+    try:
+        with open(record_path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"the record {record_path} of the learned coarse-space model {path} is "
+                         f"not readable JSON ({e}): {_fix(path)}") from e
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        raise ValueError(f"the record {record_path} of the learned coarse-space model {path} "
+                         f"has no SHA-256: {_fix(path)}")
+    return record
+
+
+def update_record(path: str, **entries) -> None:
+    """Add ``entries`` to the model's record ``path + '.json'`` (atomically; the model file and
+    its hash are unchanged)."""
+    record = _read_record(path)
+    record.update(entries)
+    atomic_write_json(path + ".json", record)
+
+
+def load_model(path: str):
+    """``(model, meta, extra)`` from ``path``, after checking the file against its record.
+
+    The SHA-256 (and size) recorded in ``path + '.json'`` is checked before the file is read
+    as a torch payload: a model without its record, or one that was modified or truncated,
+    is never loaded.
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no file at ``path``.
+    ValueError
+        When the record is missing or unreadable, the file does not match the recorded
+        SHA-256 (modified or truncated), or it is not a learned coarse-space model of this
+        format version; the message names the file and how to fix it.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no learned coarse-space model at {path}")
+    record = _read_record(path)
+    size, recorded_size = os.path.getsize(path), record.get("bytes")
+    if recorded_size is not None and size != recorded_size:
+        raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: it has "
+                         f"{size} bytes, the record says {recorded_size} (the file was "
+                         f"truncated or modified): {_fix(path)}")
+    if record["sha256"] != model_hash(path):
+        raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
+                         f"file was modified or truncated: {_fix(path)}")
+    payload = read_payload(path, KIND, FORMAT_VERSION, "learned coarse-space model")
+    config = dict(payload["config"])
+    config.pop("kind")
+    model = LocalCoarseNet(**config)
+    model.load_state_dict(payload["state"])
+    extra = {k: v for k, v in payload.items()
+             if k not in ("format", "version", "config", "state", "meta")}
+    return model, payload["meta"], extra
