@@ -338,7 +338,9 @@ def test_random_start_is_the_same_refinement_from_seeded_vectors(tmp_path_factor
         p.destroy()
     msgs = raised_everywhere(lambda: pc_from_options(A, "lc_start_bad_", learned_start="magic",
                                                      **common).destroy(), exc=Exception)
-    assert all(m and "unknown -ddlearn_learned_start 'magic'" in m for m in msgs), msgs
+    # the PC's prefix names the option
+    assert all(m and "unknown -lc_start_bad_ddlearn_learned_start 'magic'" in m
+               for m in msgs), msgs
     b.destroy(), A.destroy()
 
 
@@ -347,15 +349,17 @@ def test_bad_input_is_refused_on_every_rank(tmp_path_factory):
     path = _model_file(tmp_path_factory, seed=1)
     A = client_matrix(31, 1e6)
     coarser = _model_file(tmp_path_factory, "coarser.pt", sizes=(2000, 2400))
+    # every message names the options with the PC's prefix ({p})
     cases = [
-        (dict(overlap=2), "trained with overlap 1"),
-        (dict(learned_model=coarser), "local resolution"),
-        (dict(learned_nev=40), "exceeds"),
+        (dict(overlap=2), "trained with overlap 1, not 2: use -{p}overlap 1"),
+        (dict(learned_model=coarser), "choose -{p}subdomains so that the local resolution"),
+        (dict(learned_nev=40), "-{p}learned_nev 40 exceeds"),
     ]
     for j, (extra, expected) in enumerate(cases):
         opts = {"subdomains": 4, "coarse_space": "learned", "learned_model": path, **extra}
         msgs = raised_everywhere(lambda: pc_from_options(A, f"lc_bad{j}_", pc=PC,
                                                          **opts).destroy(), exc=Exception)
+        expected = expected.format(p=f"lc_bad{j}_ddlearn_")
         assert all(m is not None and expected in m for m in msgs), (extra, msgs)
     # a modified model file
     bad = COMM.bcast(path + ".bad.pt" if COMM.rank == 0 else None)

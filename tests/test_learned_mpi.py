@@ -183,14 +183,15 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
          "not a readable ddlearn checkpoint"),
         (lambda: solve_with_pc_options(A, b, "b3_", pc=PC,
                                        **_insitu(str(tmp_path / "none.pt"))),
-         "no in-situ learned checkpoint at"),
+         "none.pt: give -b3_ddlearn_learned_insitu_model FILE"),
         (lambda: solve_with_pc_options(A, b, "b4_", pc=PC, **_insitu(path),
                                        local_type="restrict"),
          "is not symmetric, so CG does not apply"),
         (lambda: solve_with_pc_options(A, b, "b5_", model=path, ksp="gmres", mode="attention"),
          "is a learned coarse space, not a paper-form operator"),
         (lambda: solve_with_pc_options(A, b, "b6_", pc=PC, coarse_space="learned_insitu"),
-         "learned_insitu needs its checkpoint"),
+         "-b6_ddlearn_coarse_space learned_insitu needs its checkpoint: give "
+         "-b6_ddlearn_learned_insitu_model FILE"),
     ]
     for run, expected in cases:
         msgs = raised_everywhere(run, exc=Exception)

@@ -146,6 +146,23 @@ def test_previous_start_reuses_the_last_set_up_vectors(tmp_path):
 
 
 @pytest.mark.mpi
+def test_messages_name_the_options_with_the_nested_prefix():
+    """Inside the three-level PC the learned space of the coarse level names its options with
+    that level's prefix (``-<prefix>ddlearn_coarse_ddlearn_``): there, on the coarse matrix
+    (no coordinates, no 5- or 7-point stencil), it cannot tell the dimension."""
+    A = client_matrix(31, 1e6)
+    three = dict(coarse_ranks=1, coarse_ksp_type="preonly", coarse_pc_type="python",
+                 coarse_pc_python_type="ddlearn.pc.TwoLevelSchwarzPC",
+                 coarse_ddlearn_subdomains=4, coarse_ddlearn_coarse_space="learned")
+    msgs = raised_everywhere(lambda: pc_from_options(
+        A, "ls_nest_", pc=PC, subdomains=16, coarse_space="nicolaides", **three).destroy(),
+        exc=Exception)
+    assert all(m and "-ls_nest_ddlearn_coarse_ddlearn_learned_model FILE" in m
+               for m in msgs), msgs
+    A.destroy()
+
+
+@pytest.mark.mpi
 def test_polynomial_start_serves_and_needs_coordinates():
     A = client_matrix(63, 1e6)
     pc = pc_from_options(A, "ls_poly_", pc=PC, subdomains=4, coarse_space="learned",
@@ -156,21 +173,24 @@ def test_polynomial_start_serves_and_needs_coordinates():
     msgs = raised_everywhere(lambda: pc_from_options(
         A, "ls_poly_bad_", pc=PC, subdomains=4, coarse_space="learned",
         learned_start="polynomial").destroy(), exc=Exception)
-    assert all(m and "start polynomial needs the coordinates" in m for m in msgs), msgs
+    assert all(m and "-ls_poly_bad_ddlearn_learned_start polynomial needs the coordinates" in m
+               for m in msgs), msgs
     A.destroy()
 
 
 @pytest.mark.mpi
 def test_bad_serving_input_is_refused_on_every_rank():
     A = client_matrix(63, 1e6)
-    cases = [(dict(learned_threshold=-1.0), "-ddlearn_learned_threshold must be positive"),
-             (dict(learned_tol=0.0), "-ddlearn_learned_tol must be positive"),
-             (dict(learned_tol=-2.0), "-ddlearn_learned_tol must be positive"),
-             (dict(learned_pencil="magic"), "unknown -ddlearn_learned_pencil 'magic'")]
+    # the messages name the options with the PC's prefix ({p})
+    cases = [(dict(learned_threshold=-1.0), "-{p}learned_threshold must be positive"),
+             (dict(learned_tol=0.0), "-{p}learned_tol must be positive"),
+             (dict(learned_tol=-2.0), "-{p}learned_tol must be positive"),
+             (dict(learned_pencil="magic"), "unknown -{p}learned_pencil 'magic'")]
     for j, (extra, expected) in enumerate(cases):
         msgs = raised_everywhere(lambda: pc_from_options(
             A, f"ls_bad{j}_", pc=PC, subdomains=4, coarse_space="learned",
             **extra).destroy(), exc=Exception)
+        expected = expected.format(p=f"ls_bad{j}_ddlearn_")
         assert all(m and expected in m for m in msgs), (extra, msgs)
     A.destroy()
     # a 2D model on a 3D matrix: by the coordinates' dimension, else by the stencil's

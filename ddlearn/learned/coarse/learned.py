@@ -131,17 +131,19 @@ class Learned(CoarseSpace):
                          f"the learned coarse space cannot tell this matrix's dimension: it has "
                          f"up to {stencil} entries per row (no 5- or 7-point stencil) and no "
                          f"coordinates; give the coordinates (ddlearn.pc.set_coordinates) or "
-                         f"-ddlearn_learned_model FILE")
+                         f"-{inp.prefix}learned_model FILE")
         return dim, stencil
 
-    def _load(self, comm, dim):
-        """The model, read once (every rank reads the file; a bad file fails on every rank)."""
+    def _load(self, comm, dim, prefix: str):
+        """The model, read once (every rank reads the file; a bad file fails on every rank);
+        ``prefix``: the PC's options prefix + ``ddlearn_``."""
         path = self.model or PRETRAINED_BY_DIM.get(dim, PRETRAINED)
         if self._loaded is not None and self._loaded[0] == path:
             return self._loaded
         collective_check(comm, os.path.exists(path),
-                         f"no learned coarse-space model at {path}: give -ddlearn_learned_model "
-                         f"FILE (train one with python -m ddlearn.learned.coarse.local_training"
+                         f"no learned coarse-space model at {path}: give "
+                         f"-{prefix}learned_model FILE (train one with python -m "
+                         f"ddlearn.learned.coarse.local_training"
                          f"{' --dim 3' if dim == 3 else ''})")
         try:
             loaded, error = load_model(path), None
@@ -151,9 +153,10 @@ class Learned(CoarseSpace):
         self._loaded = (path, *loaded[:2])
         return self._loaded
 
-    def _check(self, comm, path, model, meta, dim, stencil) -> Serving:
+    def _check(self, comm, path, model, meta, dim, stencil, prefix: str) -> Serving:
         """The settings of this set-up, refused on every rank when they or the model do not fit
-        the matrix."""
+        the matrix; messages name the options with ``prefix`` (the PC's + ``ddlearn_``)."""
+        own = f"-{prefix}learned_"
         trained = meta["train_config"]
         name = os.path.basename(path)
         trained_dim = trained.get("dim", 2)
@@ -171,23 +174,24 @@ class Learned(CoarseSpace):
         for what, value, choices in (("start", self.start, STARTS),
                                      ("pencil", self.pencil, PENCILS)):
             collective_check(comm, value in choices,
-                             f"unknown -ddlearn_learned_{what} {value!r}; choose one of "
+                             f"unknown {own}{what} {value!r}; choose one of "
                              f"{', '.join(choices)}")
         collective_check(comm, self.threshold >= 0,
-                         f"-ddlearn_learned_threshold must be positive (or 0 for 'the nev "
+                         f"{own}threshold must be positive (or 0 for 'the nev "
                          f"smallest'), got {self.threshold!r}")
         collective_check(comm, self.tol > 0,
-                         f"-ddlearn_learned_tol must be positive (the largest change of the "
+                         f"{own}tol must be positive (the largest change of the "
                          f"Ritz values in the last refinement step a subdomain may keep, in "
                          f"units of its largest one; {CHANGE_TOL:g} by default, a large value "
                          f"switches the fallback off), got {self.tol!r}")
         nev = self.nev or trained["k"]
         steps = SERVE_STEPS if self.steps is None else self.steps
         collective_check(comm, nev <= model.config["vectors"] * (steps + 1),
-                         f"-ddlearn_learned_nev {nev} exceeds the {model.config['vectors']} x "
+                         f"{own}nev {nev} exceeds the {model.config['vectors']} x "
                          f"{steps + 1} dimensions of the refinement space: raise "
-                         f"-ddlearn_learned_steps")
-        return Serving(nev, steps, self.start, self.pencil, self.threshold, self.tol)
+                         f"{own}steps")
+        return Serving(nev, steps, self.start, self.pencil, self.threshold, self.tol,
+                       prefix=prefix)
 
     def _starts(self, inp: CoarseInput):
         """``(coordinates, previous, warm)`` for the ``polynomial`` and ``previous`` starts."""
@@ -196,9 +200,9 @@ class Learned(CoarseSpace):
         warm = 0
         if self.start == "polynomial":
             collective_check(comm, inp.coordinates is not None,
-                             "-ddlearn_learned_start polynomial needs the coordinates of the "
-                             "rows: give them (ddlearn.pc.set_coordinates, PCSetCoordinates) or "
-                             "choose another start")
+                             f"-{inp.prefix}learned_start polynomial needs the coordinates "
+                             f"of the rows: give them (ddlearn.pc.set_coordinates, "
+                             f"PCSetCoordinates) or choose another start")
             coordinates = s.gather_columns(inp.A, np.asarray(inp.coordinates, dtype=np.float64))
         if self.start == "previous":
             previous = []
@@ -214,11 +218,11 @@ class Learned(CoarseSpace):
         collective_check(comm, inp.block_size == 1,
                          f"the learned coarse space was trained on scalar diffusion (block size "
                          f"1), and this matrix has block size {inp.block_size}: use "
-                         f"-ddlearn_coarse_space spectral, gdsw, rgdsw or nicolaides for vector "
-                         f"problems")
+                         f"-{inp.prefix}coarse_space spectral, gdsw, rgdsw or nicolaides for "
+                         f"vector problems")
         dim, stencil = self._dimension(inp)
-        path, model, meta = self._load(comm, dim)
-        serving = self._check(comm, path, model, meta, dim, stencil)
+        path, model, meta = self._load(comm, dim, inp.prefix)
+        serving = self._check(comm, path, model, meta, dim, stencil, inp.prefix)
         coordinates, previous, warm = self._starts(inp)
         out, stats, info, refined = learned_entries(inp.A, inp.subdomains, model, serving,
                                                     inp.auxiliary, coordinates, previous)
@@ -226,7 +230,7 @@ class Learned(CoarseSpace):
             s = inp.subdomains
             self._previous = {int(i): (rows_fingerprint(I), refined[int(i)])
                               for i, I in zip(s.ids, s.overlapping)}
-        warnings = check_inputs(comm, meta, stats, inp.subdomains.overlap)
+        warnings = check_inputs(comm, meta, stats, inp.subdomains.overlap, inp.prefix)
         if warnings and comm.getRank() == 0:
             PETSc.Sys.Print("Warning: " + "; ".join(warnings))
         mpi = comm.tompi4py()

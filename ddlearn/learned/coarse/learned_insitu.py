@@ -48,24 +48,28 @@ class LearnedInsitu(CoarseSpace):
         super().__init__()
         self.model, self.coarse_rank = model, coarse_rank
         self.meta, self._rows = {}, None
+        #: the PC's options prefix + ``ddlearn_`` (from :meth:`set_from_options`): messages
+        #: name the options with it
+        self._prefix = "ddlearn_"
 
     @property
     def _model_name(self) -> str:
         return self.model if isinstance(self.model, str) else "the model given in code"
 
     def set_from_options(self, prefix: str) -> None:
+        self._prefix = prefix
         if not isinstance(self.model, DistributedSchwarzAttention):
             self.model = self.options(prefix).getString("model", self.model or "") or None
 
     def subdomains(self, A: PETSc.Mat) -> Subdomains:
-        comm = A.getComm()
+        comm, prefix = A.getComm(), self._prefix
         collective_check(comm, self.model is not None,
-                         "-ddlearn_coarse_space learned_insitu needs its checkpoint: give "
-                         "-ddlearn_learned_insitu_model FILE")
+                         f"-{prefix}coarse_space learned_insitu needs its checkpoint: give "
+                         f"-{prefix}learned_insitu_model FILE")
         loaded = isinstance(self.model, str)
         collective_check(comm, not loaded or os.path.exists(self.model),
                          f"no in-situ learned checkpoint at {self.model}: give "
-                         f"-ddlearn_learned_insitu_model FILE (trained with "
+                         f"-{prefix}learned_insitu_model FILE (trained with "
                          f"ddlearn.learned.coarse.pc_training)")
         model = DistributedSchwarzAttention.load(self.model, comm=comm,
                                                  coarse_rank=self.coarse_rank) \
@@ -73,7 +77,8 @@ class LearnedInsitu(CoarseSpace):
         try:
             collective_check(comm, model.meta.get("preconditioner") == INSITU_KIND,
                              f"{self._model_name} is a paper-form Schwarz attention operator, not "
-                             f"a learned coarse space: use -pc_python_type "
+                             f"a learned coarse space: use "
+                             f"-{prefix.removesuffix('ddlearn_')}pc_python_type "
                              f"ddlearn.pc.SchwarzAttentionPC for it")
             layout = model.layout
             collective_check(comm, A.getSize()[0] == layout.n,

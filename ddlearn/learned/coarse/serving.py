@@ -50,7 +50,8 @@ class Serving:
     0` only the Ritz pairs with :math:`\tilde\lambda < \tau` are kept; a subdomain whose last
     step changed its Ritz values by more than ``tol`` (:func:`~.refinement.refine_checked`)
     is refined again with twice the steps and, if still above, solved by the eigensolver
-    (SLEPc)."""
+    (SLEPc, options ``-{prefix}learned_eps_eps_*``). ``prefix``: the PC's options prefix +
+    ``ddlearn_``, with which messages name the options."""
 
     k: int
     steps: int
@@ -59,6 +60,7 @@ class Serving:
     threshold: float = 0.0
     tol: float = CHANGE_TOL
     seed: int = 0
+    prefix: str = "ddlearn_"
 
 
 def serial_basis(A: sp.spmatrix, subdomains, weights, model: LocalCoarseNet, k: int,
@@ -79,10 +81,12 @@ def serial_basis(A: sp.spmatrix, subdomains, weights, model: LocalCoarseNet, k: 
                          shape=(A.shape[0], offset))
 
 
-def check_inputs(comm, model_meta: dict, stats: dict, overlap: int) -> list[str]:
+def check_inputs(comm, model_meta: dict, stats: dict, overlap: int,
+                 prefix: str = "ddlearn_") -> list[str]:
     """Refuse (on every rank) subdomains of another overlap or a local resolution more than
     2x away from the training data's; return warnings for inputs outside the trained contrast
-    range (the preconditioner stays SPD and converges, only less well)."""
+    range (the preconditioner stays SPD and converges, only less well). ``prefix``: the PC's
+    options prefix + ``ddlearn_``, with which the messages name the options."""
     trained = model_meta["train_config"]
     span = model_meta.get("input_statistics", {})
     mpi = comm.tompi4py()
@@ -90,12 +94,12 @@ def check_inputs(comm, model_meta: dict, stats: dict, overlap: int) -> list[str]
     hi = mpi.allreduce(stats["size_max"], op=MPI.MAX)
     collective_check(comm, overlap == trained["overlap"],
                      f"the learned coarse-space model was trained with overlap "
-                     f"{trained['overlap']}, not {overlap}: use -ddlearn_overlap "
+                     f"{trained['overlap']}, not {overlap}: use -{prefix}overlap "
                      f"{trained['overlap']} or train a model for this overlap")
     size_lo, size_hi = span.get("size_min", lo), span.get("size_max", hi)
     collective_check(comm, lo >= size_lo / 2 and hi <= 2 * size_hi,
                      f"subdomains of {lo}..{hi} unknowns, but the learned coarse-space model was "
-                     f"trained on {size_lo}..{size_hi}: choose -ddlearn_subdomains so that the "
+                     f"trained on {size_lo}..{size_hi}: choose -{prefix}subdomains so that the "
                      f"local resolution matches, or train a model for it")
     contrast = mpi.allreduce(stats["log10_contrast_max"], op=MPI.MAX)
     trained_contrast = span.get("log10_contrast_max", np.inf)
@@ -146,16 +150,17 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Se
                 try:
                     pairs[j] = robust_local_eigenvectors(
                         ANs[j], subdomains.weights[j], SpectralSettings(serving.k),
-                        "ddlearn_learned_eps_",
+                        f"{serving.prefix}learned_eps_",
                         ANs[j] if rights is None else rights[j])[:2]
                 except RuntimeError as e:
                     problems.append(f"subdomain {int(batch.names[j])}: {e}")
                 change[j] = 0.0
                 solved += 1
     # the fallback failing on one rank stops every rank, never leaves the others waiting
+    p = serving.prefix
     collective_check(comm, not problems, "the learned coarse space's fallback eigensolve "
-                     "failed on " + "; ".join(problems) + ": raise -ddlearn_learned_tol or "
-                     "-ddlearn_learned_steps, or use -ddlearn_coarse_space spectral")
+                     "failed on " + "; ".join(problems) + f": raise -{p}learned_tol or "
+                     f"-{p}learned_steps, or use -{p}coarse_space spectral")
     if serving.threshold > 0:
         pairs = [(lam[lam < serving.threshold], V[:, lam < serving.threshold])
                  for lam, V in pairs]
