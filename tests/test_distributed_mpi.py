@@ -52,9 +52,13 @@ def test_gradients_match_serial():
     from ddlearn.learned.operators.distributed import allreduce_sum
     allreduce_sum(local[None], COMM).sum().backward()
     loc = torch.from_numpy(d.layout.local_subdomains)
-    np.testing.assert_allclose(d.Q.grad.numpy(), serial.Q.grad[loc].numpy(), rtol=1e-12, atol=1e-14)
+    # sums over ranks in another order: equal to round-off on the scale of the gradient
+    # (an entry that cancels to near zero has no relative accuracy)
+    q = serial.Q.grad[loc].numpy()
+    np.testing.assert_allclose(d.Q.grad.numpy(), q, rtol=0, atol=1e-12 * np.abs(q).max())
     if d.layout.rank == d.layout.coarse_rank:
-        np.testing.assert_allclose(d.K0.grad.numpy(), serial.K0.grad.numpy(), rtol=1e-12)
+        k0 = serial.K0.grad.numpy()
+        np.testing.assert_allclose(d.K0.grad.numpy(), k0, rtol=0, atol=1e-12 * np.abs(k0).max())
     d.destroy()
 
 
@@ -88,12 +92,15 @@ def test_checkpoint_loads_on_another_rank_count(tmp_path):
     full = COMM.allreduce(full, op=MPI.SUM)
     # one rank alone (a different rank count unless we run serially) ...
     alone = DistributedSchwarzAttention.load(path, comm=MPI.COMM_SELF, N=4, overlap=2)
-    np.testing.assert_allclose(alone(F).detach().numpy(), full, rtol=1e-14, atol=1e-16)
+    # the overlaps summed in another order: equal to round-off on the scale of the output
+    scale = np.abs(full).max()
+    np.testing.assert_allclose(alone(F).detach().numpy(), full, rtol=0, atol=1e-13 * scale)
     # ... and on the even ranks together
     sub = COMM.Split(COMM.Get_rank() % 2, COMM.Get_rank())
     part = DistributedSchwarzAttention.load(path, comm=PETSc.Comm(sub))
     U = part(F[:, rows(part)]).detach().numpy()
-    np.testing.assert_allclose(U, full[:, part.layout.local_natural()], rtol=1e-14, atol=1e-16)
+    np.testing.assert_allclose(U, full[:, part.layout.local_natural()], rtol=0,
+                               atol=1e-13 * scale)
     for m in (d, alone, part):
         m.destroy()
     sub.Free()
