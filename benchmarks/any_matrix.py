@@ -1,8 +1,7 @@
 """ddlearn's two-level Schwarz PC on matrices it did not assemble.
 
-    mpiexec -n 4 python benchmarks/any_matrix.py [--quick] [--json FILE]
-    python benchmarks/any_matrix.py --report FILE     (every row of a JSON)
-    python benchmarks/any_matrix.py --summary FILE    (the README's tables and set-up ratios)
+    mpiexec -n 4 python benchmarks/any_matrix.py [--quick] [--out DIR]
+    python benchmarks/any_matrix.py --report     (README.md: condensed tables, set-up ratios, every row)
 
 1. *Orderings*: 2D 255² (Poisson and channels, contrast 1e6), N = 64, overlap 1: the PC from
    options on the plain petsc4py client's matrix (natural ordering, PETSc's default rows) and on
@@ -14,15 +13,13 @@
    factorisations, coarse matrix) beside PETSc's own PCASM set-up with the same N and overlap.
 
 CG to rtol 1e-8 on the unpreconditioned residual, b from the client, true residual checked.
-Writes JSON (default ``benchmarks/results/any_matrix.json``); times are the slowest rank's.
+Writes ``any_matrix.json`` (default folder ``benchmarks/results/any_matrix/``); times are the
+slowest rank's.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
-import time
 
 import numpy as np
 import petsc4py
@@ -31,23 +28,14 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-import fem_diffusion  # noqa: E402
-import petsc_client  # noqa: E402
 from ddlearn.decomposition import Decomposition  # noqa: E402
 from ddlearn.decomposition.layout import Layout  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.methods import Case, run_methods  # noqa: E402
+from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD
-
-
-def _wall(fn):
-    COMM.Barrier()
-    t = time.perf_counter()
-    out = fn()
-    return out, COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
 
 
 def _solve(A, b, configure, **ctx_args):
@@ -61,8 +49,8 @@ def _solve(A, b, configure, **ctx_args):
     ksp.setFromOptions()
     x = b.duplicate()
     # KSPSetUp leaves PCASM's block factorisations to the first solve: count them as set-up
-    _, setup_s = _wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()))
-    _, solve_s = _wall(lambda: ksp.solve(b, x))
+    setup_s = bench.wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()))
+    solve_s = bench.wall(lambda: ksp.solve(b, x))
     r = b.duplicate()
     A.mult(x, r)
     r.aypx(-1.0, b)
@@ -95,6 +83,7 @@ def _petsc_asm(N):
 
 
 def orderings(n, N):
+    petsc_client = bench.load_example("petsc_client")
     rows = []
     for name, contrast in (("poisson2d", 1.0), ("channels", 1e6)):
         problem = make_problem(name, n, **({"contrast": contrast} if name == "channels" else {}))
@@ -147,6 +136,7 @@ def orderings(n, N):
 
 
 def fem(m, Ns, coefficients):
+    fem_diffusion = bench.load_example("fem_diffusion")
     rows = []
     for name in coefficients:
         A_sp, b_np, coords = fem_diffusion.system(m, name, 1e6)
@@ -240,30 +230,23 @@ def summary(data) -> str:
 
 
 def main(argv: list[str] | None = None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    ap.add_argument("--json", default="benchmarks/results/any_matrix.json")
-    ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON and exit")
-    ap.add_argument("--summary", metavar="FILE", help="print the README's tables and exit")
-    args = ap.parse_args(argv)
-    if args.summary:
-        with open(args.summary) as f:
-            print(summary(json.load(f)))
-        return
+    ap = bench.parser("any_matrix", __doc__, "small sizes (a smoke run)")
+    args = bench.parse(ap, argv)
     if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return
+        files = bench.results(args)
+        data = files["any_matrix"]
+        bench.write_readme(args, "ddlearn's two-level Schwarz PC on matrices it did not "
+                           "assemble", [("Condensed", summary(data)),
+                                        ("Every run", report(data))], files)
+        return data
     n, N, m, Ns = (31, 16, 40, (4, 16)) if args.quick else (255, 64, 320, (16, 64, 256))
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(),
             "orderings": orderings(n, N),
             "fem": fem(m, Ns, ("constant", "channels"))}
-    if COMM.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        print(report(data))
-        print(f"wrote {args.json}")
+    path = bench.write(args, data)
+    bench.show(report(data))
+    bench.show(f"wrote {path}")
+    return data
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@
 
 CG/GMRES to rtol 1e-8 on the unpreconditioned residual, b = 1::
 
-    mpiexec -n 4 python benchmarks/coarse_forms.py            # writes results/coarse_forms.json
-    python benchmarks/coarse_forms.py --summary benchmarks/results/coarse_forms.json
-    mpiexec -n 2 python benchmarks/coarse_forms.py --quick --out /tmp/forms.json
+    mpiexec -n 4 python benchmarks/coarse_forms.py            # writes results/coarse_forms/
+    python benchmarks/coarse_forms.py --report                # README.md from the JSON
+    mpiexec -n 2 python benchmarks/coarse_forms.py --quick --out /tmp/forms
     mpiexec -n 4 python benchmarks/coarse_forms.py --resume   # an interrupted run goes on
 
 Timings are of one run on oversubscribed cores: compare the methods side by side, not the
@@ -22,10 +22,7 @@ absolute seconds.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 
 import petsc4py
 
@@ -33,14 +30,10 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fem_diffusion  # noqa: E402
-from coarse_spaces import natural_matrix  # noqa: E402
 from ddlearn.classical.krylov import solve  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.systems import natural_matrix  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -48,6 +41,7 @@ FORMS = ("additive", "balanced", "deflated")
 
 
 def fem_matrix(m: int):
+    fem_diffusion = bench.load_example("fem_diffusion")
     A, _, xy = fem_diffusion.system(m, "channels", 1e6)
     M = fem_diffusion.to_petsc(A)
     lo, hi = M.getOwnershipRange()
@@ -81,24 +75,22 @@ def run(A, coarse: str, N: int, correction: str = "additive") -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes (tests)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results",
-                                                  "coarse_forms.json"))
-    ap.add_argument("--summary", metavar="FILE", help="print the tables of a results file")
+    ap = bench.parser("coarse_forms", __doc__, "small sizes (tests)")
     ap.add_argument("--resume", action="store_true",
-                    help="keep the rows already in --out and measure only the missing ones")
-    args = ap.parse_args(argv)
-    if args.summary:
-        with open(args.summary) as f:
-            print(summary(json.load(f)))
-        return None
+                    help="keep the rows already in DIR/coarse_forms.json and measure only the "
+                         "missing ones")
+    args = bench.parse(ap, argv)
+    if args.report:
+        files = bench.results(args)
+        bench.write_readme(args, "GDSW-family coarse spaces and the forms of the coarse "
+                           "correction", [("Tables", summary(files["coarse_forms"]))], files)
+        return files["coarse_forms"]
+    path = os.path.join(args.out, "coarse_forms.json")
     m, n, Ns = (40, 47, (16,)) if args.quick else (320, 255, (64, 256))
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "fem_m": m, "grid": n,
             "fem_unknowns": (m - 1) ** 2, "rows": []}
-    if args.resume and os.path.exists(args.out):
-        with open(args.out) as f:
-            data["rows"] = json.load(f)["rows"]
+    if args.resume and os.path.exists(path):
+        data["rows"] = bench.read(path)["rows"]
     done = {(r["case"], r["coarse"], r["N"], r["correction"]) for r in data["rows"]}
 
     def measure(case, M, coarse, N, form="additive"):
@@ -106,8 +98,7 @@ def main(argv=None):
             return
         data["rows"].append({"case": case, **run(M, coarse, N, form)})
         PETSc.Sys.Print(data["rows"][-1])
-        if COMM.rank == 0:  # after every row: an interrupted run resumes with --resume
-            atomic_write_json(args.out, data)
+        bench.write(args, data)  # after every row: an interrupted run resumes with --resume
 
     A = fem_matrix(m)
     for N in Ns:
@@ -122,9 +113,8 @@ def main(argv=None):
             for form in FORMS:
                 measure(case, M, coarse, Ns[0], form)
         M.destroy()
-    if COMM.rank == 0:
-        atomic_write_json(args.out, data)
-        print(summary(data))
+    bench.write(args, data)
+    bench.show(summary(data))
     return data
 
 

@@ -10,18 +10,14 @@ Nicolaides and spectral (k = 8) on the fine level. Recorded: iterations, set-up 
 (slowest rank), the PC's set-up split (local factorisations, coarse triple product, coarse
 set-up) and apply split (local part, coarse part: Phi^T x, coarse solve, Phi y), slowest rank::
 
-    mpiexec -n 4 python benchmarks/coarse_solve.py [--sizes 256 1024] [--out FILE]
-    python benchmarks/coarse_solve.py --summary benchmarks/results/coarse_solve.json
+    mpiexec -n 4 python benchmarks/coarse_solve.py [--sizes 256 1024] [--out DIR]
+    python benchmarks/coarse_solve.py --report     (README.md from the JSON)
 
 One run on oversubscribed cores: compare configurations of one run (ratios), not seconds.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
-import time
 
 import petsc4py
 
@@ -29,13 +25,11 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from coarse_spaces import natural_matrix  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.systems import natural_matrix  # noqa: E402
 
 COMM = MPI.COMM_WORLD
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "coarse_solve.json")
 SPACES = {"nicolaides": {"coarse_space": "nicolaides"},
           "spectral": {"coarse_space": "spectral", "spectral_nev": 8}}
 
@@ -70,14 +64,8 @@ def run(A, b, prefix: str, settings: dict) -> dict:
     ksp.setTolerances(rtol=1e-8, atol=0.0, max_it=3000)
     ksp.setFromOptions()
     x = b.duplicate()
-    COMM.Barrier()
-    t = time.perf_counter()
-    ksp.setUp()
-    COMM.Barrier()
-    setup_s = time.perf_counter() - t
-    ksp.solve(b, x)
-    COMM.Barrier()
-    solve_s = time.perf_counter() - t - setup_s
+    setup_s = bench.wall(ksp.setUp)
+    solve_s = bench.wall(lambda: ksp.solve(b, x))
     ctx = ksp.getPC().getPythonContext()
     coarse = ctx.two_level.coarse
     split = {k: COMM.allreduce(v, op=MPI.MAX) for k, v in ctx.timing.items()}
@@ -96,9 +84,7 @@ def run(A, b, prefix: str, settings: dict) -> dict:
     return out
 
 
-def summary(path: str) -> str:
-    with open(path) as f:
-        data = json.load(f)
+def summary(data: dict) -> str:
     lines = [f"2D random_channels 1e6, 32² per subdomain, {data['ranks']} ranks",
              "| N | fine space | coarse solve | n0 | its | its / P=1 | set-up local / triple "
              "product / coarse set-up (s) | apply local / coarse (s) | coarse share |",
@@ -116,16 +102,18 @@ def summary(path: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[256])
-    ap.add_argument("--spaces", nargs="+", default=list(SPACES))
-    ap.add_argument("--out", default=OUT)
-    ap.add_argument("--summary")
-    args = ap.parse_args()
-    if args.summary:
-        print(summary(args.summary))
-        return
+def main(argv: list[str] | None = None) -> dict:
+    ap = bench.parser("coarse_solve", __doc__, "N = 16 and one fine space (a smoke run)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="N (default 256)")
+    ap.add_argument("--spaces", nargs="+", default=None, choices=list(SPACES))
+    args = bench.parse(ap, argv)
+    if args.report:
+        files = bench.results(args)
+        bench.write_readme(args, "The coarse problem at scale",
+                           [("Table", summary(files["coarse_solve"]))], files)
+        return files["coarse_solve"]
+    args.sizes = args.sizes or ([16] if args.quick else [256])
+    args.spaces = args.spaces or (["nicolaides"] if args.quick else list(SPACES))
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "runs": []}
     for N in args.sizes:
         k = int(round(N ** 0.5))
@@ -138,13 +126,12 @@ def main() -> None:
                 r = run(A, b, f"c{N}{space}{j}_", {"subdomains": N, **SPACES[space], **config})
                 r.update(N=N, n=problem.n, space=space, config=name)
                 data["runs"].append(r)
-                if COMM.rank == 0:
-                    print(N, space, name, r["iterations"], {k: round(v, 3) for k, v in
-                                                            r["split"].items()}, flush=True)
-                    atomic_write_json(args.out, data)
+                bench.show(f"{N} {space} {name} {r['iterations']} "
+                           f"{ {k: round(v, 3) for k, v in r['split'].items()} }")
+                bench.write(args, data)
         A.destroy(), b.destroy()
-    if COMM.rank == 0:
-        print(summary(args.out))
+    bench.show(summary(data))
+    return data
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 r"""Classical coarse spaces against contrast and N.
 
-    mpiexec -n 4 python benchmarks/coarse_spaces.py [--quick] [--json FILE]
-    python benchmarks/coarse_spaces.py --report FILE     (every row of a JSON, redraws its plot)
-    python benchmarks/coarse_spaces.py --summary FILE    (the README's condensed tables)
+    mpiexec -n 4 python benchmarks/coarse_spaces.py [--quick] [--out DIR] [--pencils]
+    python benchmarks/coarse_spaces.py --report     (tables, plot and README.md from the JSON)
 
 2D 255² diffusion, five vertical ``channels`` and seeded ``random_inclusions`` (seed 0), contrast
 1, 1e2, 1e4, 1e6, 1e8; N = 16, 64, 256 subdomains, overlap 1, in the natural ordering with PETSc's
@@ -13,15 +12,14 @@ with the spectral vectors below :math:`\tau = 0.5` (at most 16; the median subdo
 at 255², N = 64 puts :math:`\lambda_9` near 0.6), and PETSc's GAMG. CG to rtol 1e-8 on
 the unpreconditioned residual from three right-hand sides (random uniform, point source,
 smooth); set-up split from the PC (partition, coarse basis incl. eigensolves, local
-factorisations, coarse matrix). Writes JSON and ``<json stem>.png`` (iterations against
-contrast). Times are the slowest rank's; 4 ranks share 2 cores.
+factorisations, coarse matrix). Writes ``coarse_spaces.json`` and ``coarse_spaces.png``
+(iterations against contrast); ``--pencils`` instead runs spectral k = 8 with each
+``-ddlearn_spectral_pencil`` at contrast 1e6, N = 64 (``coarse_spaces_pencils.json``). Times
+are the slowest rank's; 4 ranks share 2 cores.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import time
 
 import numpy as np
 import matplotlib
@@ -37,24 +35,11 @@ from petsc4py import PETSc  # noqa: E402
 from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
-from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.systems import natural_matrix, pc_solves  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 CONTRASTS = (1.0, 1e2, 1e4, 1e6, 1e8)
-
-
-def natural_matrix(problem) -> PETSc.Mat:
-    """The problem's matrix in natural ordering, PETSc's default rows, coordinates attached."""
-    A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
-    A.setUp()
-    lo, hi = A.getOwnershipRange()
-    rows = problem.rows(np.arange(lo, hi))
-    A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
-    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    A.assemble()
-    set_coordinates(A, problem.coordinates()[lo:hi])
-    return A
 
 
 def right_hand_sides(n: int):
@@ -77,70 +62,16 @@ METHODS = {
 }
 
 
-def run(A, b, N, config: dict | None):
-    """Set up CG with ``TwoLevelSchwarzPC(subdomains=N, **config)`` (GAMG for ``None``), solve
-    every right-hand side of ``b``; iterations, true residuals, set-up split and solve time."""
-    ksp = PETSc.KSP().create(comm=A.getComm())
-    ksp.setOperators(A)
-    ksp.setType("cg")
-    ksp.setTolerances(rtol=1e-8, max_it=3000)
-    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-    pc = ksp.getPC()
-    if config is None:
-        pc.setType("gamg")
-    else:
-        pc.setType("python")
-        pc.setPythonContext(TwoLevelSchwarzPC(subdomains=N, **config))
-    x = b[0].duplicate()
-    COMM.Barrier()
-    t = time.perf_counter()
-    ksp.setUp()
-    ksp.setUpOnBlocks()
-    setup = COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
-    its, solve, res = [], [], []
-    for v in b:
-        COMM.Barrier()
-        t = time.perf_counter()
-        ksp.solve(v, x)
-        solve.append(COMM.allreduce(time.perf_counter() - t, op=MPI.MAX))
-        its.append(ksp.getIterationNumber() if ksp.getConvergedReason() > 0 else -1)
-        r = v.duplicate()
-        A.mult(x, r)
-        r.aypx(-1.0, v)
-        res.append(r.norm() / v.norm())
-        r.destroy()
-    ctx = pc.getPythonContext() if config is not None else None
-    out = {"iterations": its, "rnorm_true_max": max(res), "setup_s": setup,
-           "solve_s": float(np.mean(solve)),
-           "split": dict(ctx.timing) if ctx else {},
-           "n0": ctx.Phi.getSize()[1] if ctx is not None and ctx.Phi is not None else 0,
-           "spectral": ctx.meta.get("spectral") if ctx else None,
-           "learned": ctx.meta.get("learned") if ctx else None}
-    ksp.destroy(), pc.destroy(), x.destroy()
-    return out
-
-
 def main(argv: list[str] | None = None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="63², N = 16, two contrasts")
-    ap.add_argument("--json", default="benchmarks/results/coarse_spaces.json")
-    ap.add_argument("--report", metavar="FILE", help="print all rows of a JSON, redraw its plot")
-    ap.add_argument("--summary", metavar="FILE", help="print the README's condensed tables")
-    ap.add_argument("--pencils", metavar="FILE",
+    ap = bench.parser("coarse_spaces", __doc__, "63², N = 16, two contrasts")
+    ap.add_argument("--pencils", action="store_true",
                     help="only: spectral k=8 with each -ddlearn_spectral_pencil at contrast "
-                         "1e6, N = 64, written to FILE")
-    args = ap.parse_args(argv)
-    if args.report or args.summary:
-        with open(args.report or args.summary) as f:
-            data = json.load(f)
-        if args.summary:
-            print(summary(data))
-            return
-        print(report(data))
-        plot(data, os.path.splitext(args.report)[0] + ".png")
-        return
+                         "1e6, N = 64 (coarse_spaces_pencils.json)")
+    args = bench.parse(ap, argv)
+    if args.report:
+        return readme(args)
     if args.pencils:
-        return pencils(args.pencils, 63 if args.quick else 255, 16 if args.quick else 64)
+        return pencils(args, 63 if args.quick else 255, 16 if args.quick else 64)
     n, Ns, contrasts = (63, (16,), (1.0, 1e6)) if args.quick else (255, (16, 64, 256), CONTRASTS)
     rows = []
     for family in ("channels", "random_inclusions"):
@@ -157,7 +88,7 @@ def main(argv: list[str] | None = None):
                 for method in METHODS:
                     if method == "gamg" and N != Ns[0]:
                         continue  # GAMG does not depend on N
-                    r = run(A, b, N, METHODS[method])
+                    r = pc_solves(A, b, N, METHODS[method])
                     rows.append({"family": family, "contrast": contrast, "N": N,
                                  "method": method, **r})
                     PETSc.Sys.Print(f"{family} {contrast:g} N={N} {method}: its {r['iterations']}"
@@ -165,16 +96,15 @@ def main(argv: list[str] | None = None):
             for o in (A, *b):
                 o.destroy()
     data = {"n": n * n, "ranks": COMM.Get_size(), "cores": os.cpu_count(), "rows": rows}
+    path = bench.write(args, data)
+    bench.show(report(data))
     if COMM.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        print(report(data))
-        plot(data, os.path.splitext(args.json)[0] + ".png")
-        print(f"wrote {args.json}")
+        plot(data, path[:-len(".json")] + ".png")
+    bench.show(f"wrote {path}")
+    return data
 
 
-def pencils(path: str, n: int, N: int) -> dict:
+def pencils(args, n: int, N: int) -> dict:
     """Spectral k = 8 with the Neumann and the Dirichlet pencil on the same matrices,
     right-hand sides and subdomains as the main table (contrast 1e6); mean iterations."""
     rows = []
@@ -187,16 +117,42 @@ def pencils(path: str, n: int, N: int) -> dict:
             b.append(A.createVecLeft())
             b[-1].setArray(f[lo:hi])
         for pencil in ("neumann", "dirichlet"):
-            r = run(A, b, N, dict(coarse_space=Spectral(8, pencil=pencil)))
+            r = pc_solves(A, b, N, dict(coarse_space=Spectral(8, pencil=pencil)))
             rows.append({"family": family, "pencil": pencil, "N": N, **r})
             PETSc.Sys.Print(f"{family} {pencil}: its {r['iterations']} "
                             f"(mean {np.mean(r['iterations']):.1f})")
         for o in (A, *b):
             o.destroy()
     data = {"n": n * n, "ranks": COMM.Get_size(), "cores": os.cpu_count(), "rows": rows}
-    if COMM.Get_rank() == 0:
-        atomic_write_json(path, data)
+    bench.write(args, data, "coarse_spaces_pencils")
+    bench.show(pencils_table(data))
     return data
+
+
+def pencils_table(data) -> str:
+    """Spectral k = 8 with each pencil: CG iterations per right-hand side and their mean."""
+    return bench.markdown_table(
+        ["family", "pencil", "N", "n_0", "CG its (random/point/smooth)", "mean its", "setup s"],
+        [[r["family"], r["pencil"], r["N"], r["n0"], "/".join(map(str, r["iterations"])),
+          f"{np.mean(r['iterations']):.1f}", f"{r['setup_s']:.2f}"] for r in data["rows"]],
+        "llrrrrr")
+
+
+def readme(args) -> dict:
+    """README.md (and the plot) from the JSON in the results folder."""
+    files = bench.results(args)
+    sections = []
+    if "coarse_spaces" in files:
+        data = files["coarse_spaces"]
+        sections += [("Condensed", summary(data)), ("Every run", report(data))]
+        if COMM.Get_rank() == 0:
+            plot(data, os.path.join(args.out, "coarse_spaces.png"))
+        sections.append(("Plot", "![iterations against contrast](coarse_spaces.png)"))
+    if "coarse_spaces_pencils" in files:
+        sections.append(("Spectral pencils (contrast 1e6)",
+                         pencils_table(files["coarse_spaces_pencils"])))
+    bench.write_readme(args, "Classical coarse spaces against contrast and N", sections, files)
+    return files
 
 
 def report(data) -> str:

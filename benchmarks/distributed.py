@@ -2,7 +2,8 @@
 P = 1, 2, 4, 8 ranks, PETSc one-level ASM apply as reference, and distributed training against
 serial training.
 
-    python benchmarks/distributed.py [--ranks 1 2 4 8] [--json FILE]
+    python benchmarks/distributed.py [--ranks 1 2 4 8] [--out DIR]
+    python benchmarks/distributed.py --report     (README.md from the JSON)
 
 The driver launches ``mpiexec -n P python benchmarks/distributed.py --worker`` for each P and
 merges their JSON. On a 2-core machine P = 4 and 8 oversubscribe the cores: their times measure
@@ -19,6 +20,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from ddlearn.harness import bench
 
 
 def worker(out: str) -> None:
@@ -181,18 +184,18 @@ def report(data) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--json", default="benchmarks/results/distributed.json")
+    ap = bench.parser("distributed", __doc__, "P = 1 and 2 only")
+    ap.add_argument("--ranks", type=int, nargs="+", default=None, help="P (default 1 2 4 8)")
     ap.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
-    ap.add_argument("--report", metavar="JSON", help="only print the tables of an earlier run")
-    args = ap.parse_args(argv)
+    args = bench.parse(ap, argv)
     if args.worker:
         return worker(args.worker)
     if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return
+        files = bench.results(args)
+        bench.write_readme(args, "Distributed Schwarz attention",
+                           [("Tables", report(files["distributed"]))], files)
+        return files["distributed"]
+    args.ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4, 8])
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for P in args.ranks:
@@ -203,11 +206,10 @@ def main(argv=None):
             with open(out) as f:
                 runs.append(json.load(f))
     data = {"cores": os.cpu_count(), "runs": runs}
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(data, f, indent=1)
+    path = bench.write(args, data)
     print(report(data))
-    print(f"wrote {args.json}")
+    print(f"wrote {path}")
+    return data
 
 
 if __name__ == "__main__":

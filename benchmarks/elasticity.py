@@ -1,8 +1,8 @@
 r"""Linear elasticity in 2D and 3D (examples/elasticity.py): ddlearn's coarse spaces with the
 rigid-body modes and with the client's Neumann matrices, against PETSc's GAMG, ASM and PCMG+GDSW.
 
-    mpiexec -n 4 python benchmarks/elasticity.py [--quick] [--json FILE]
-    python benchmarks/elasticity.py --summary FILE       (markdown table and plot from a JSON)
+    mpiexec -n 4 python benchmarks/elasticity.py [--quick] [--out DIR]
+    python benchmarks/elasticity.py --report     (README.md and the plot from the JSON)
 
 P1 vector elements (scikit-fem) on the unit square (100² cells, 20 200 dofs) and cube (14³
 cells, 9 450 dofs), clamped at x = 0, gravity, ν = 0.3, E = 1 with random stiff inclusions
@@ -28,26 +28,24 @@ Methods (N = 16 and 64 subdomains for ddlearn's PC, overlap 1):
 
 A method that fails (DIVERGED_* or an error) is recorded with its reason or message. Times are
 the slowest rank's wall clock (barriers around set-up and solve); 4 ranks share the machine's
-cores, so times compare methods of one run, not machines. Writes JSON after every run and
-``<json stem>.png`` (iterations against contrast).
+cores, so times compare methods of one run, not machines. Writes ``elasticity.json`` after
+every run and ``elasticity.png`` (iterations against contrast).
 """
 from __future__ import annotations
 
-import argparse
-import importlib.util
-import json
 import os
 import sys
-from pathlib import Path
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import petsc4py
 
 petsc4py.init([sys.argv[0]])
 from petsc4py import PETSc  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 
 CONTRASTS = (1.0, 1e3, 1e6)
@@ -66,15 +64,6 @@ AUX = {
 }
 PETSC = {k: v for k, v in PETSC_REFERENCE.items() if k != "cholesky"}
 METHODS = (*DDLEARN, *AUX, *PETSC)
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("elasticity_example",
-                                                  ROOT / "examples" / "elasticity.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def run_one(ex, problem, method: str, N: int | None, aux, max_it: int) -> dict:
@@ -119,7 +108,7 @@ def label(rec: dict) -> str:
 
 
 def benchmark(args) -> dict:
-    ex = load_example()
+    ex = bench.load_example("elasticity")
     comm = PETSc.COMM_WORLD.tompi4py()
     cases = [(d, {2: args.cells2d, 3: args.cells3d}[d]) for d in args.dims]
     data = {"ranks": comm.Get_size(), "cores": os.cpu_count(), "contrasts": args.contrasts,
@@ -131,7 +120,7 @@ def benchmark(args) -> dict:
             for method in (m for m in PETSC if m in args.methods):
                 data["rows"].append(_log({**case, **run_one(ex, problem, method, None, None,
                                                           args.max_it)}))
-                _write(data, args.json, comm)
+                bench.write(args, data)
             for N in args.N if set(args.methods) - set(PETSC) else ():
                 A, b, coords = ex.to_petsc(problem)
                 aux = ex.auxiliary(problem, A, N, "metis") if set(args.methods) & set(AUX) \
@@ -141,7 +130,7 @@ def benchmark(args) -> dict:
                 for method in (m for m in (*DDLEARN, *AUX) if m in args.methods):
                     data["rows"].append(_log({**case, **run_one(ex, problem, method, N, aux,
                                                               args.max_it)}))
-                    _write(data, args.json, comm)
+                    bench.write(args, data)
     return data
 
 
@@ -152,11 +141,6 @@ def _log(rec: dict) -> dict:
     PETSc.Sys.Print(f"{rec['dim']}D {rec['dofs']} dofs contrast {rec['contrast']:g} "
                     f"N {rec['N']} {rec['method']}: {label(rec)}  {extra}", comm=PETSc.COMM_WORLD)
     return rec
-
-
-def _write(data: dict, path: str, comm) -> None:
-    if comm.Get_rank() == 0:
-        atomic_write_json(path, data)
 
 
 def targets(data: dict) -> list[dict]:
@@ -230,9 +214,6 @@ def summary(data: dict) -> str:
 
 
 def plot(data: dict, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     dims = sorted({r["dim"] for r in data["rows"]})
     fig, axes = plt.subplots(len(dims), len(data["Ns"]), figsize=(5.2 * len(data["Ns"]),
                              3.8 * len(dims)), squeeze=False)
@@ -256,11 +237,7 @@ def plot(data: dict, path: str) -> None:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny meshes (tests)")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--summary", metavar="FILE", help="print the tables of an earlier run")
+    ap = bench.parser("elasticity", __doc__, "tiny meshes (tests)")
     ap.add_argument("--cells2d", type=int, default=None)
     ap.add_argument("--cells3d", type=int, default=None)
     ap.add_argument("--N", type=int, nargs="+", default=None)
@@ -268,25 +245,27 @@ def main(argv=None):
     ap.add_argument("--max-it", type=int, default=2000)
     ap.add_argument("--dims", type=int, nargs="+", default=[2, 3], choices=[2, 3])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    args = ap.parse_args(argv)
-    if args.summary:
-        with open(args.summary) as f:
-            data = json.load(f)
-        print(summary(data))
+    args = bench.parse(ap, argv)
+    comm = PETSc.COMM_WORLD.tompi4py()
+    if args.report:
+        files = bench.results(args)
+        data = files["elasticity"]
+        if comm.Get_rank() == 0:
+            plot(data, os.path.join(args.out, "elasticity.png"))
+        bench.write_readme(args, "Linear elasticity in 2D and 3D",
+                           [("Table", summary(data)),
+                            ("Plot", "![iterations against contrast](elasticity.png)")], files)
         return data
     q = args.quick
     args.cells2d = args.cells2d or (8 if q else 100)
     args.cells3d = args.cells3d or (3 if q else 14)
     args.N = args.N or ([4] if q else [16, 64])
     args.contrasts = args.contrasts or ([1.0, 1e6] if q else list(CONTRASTS))
-    args.json = args.json or str(ROOT / "benchmarks" / "results" /
-                                 ("elasticity_quick.json" if q else "elasticity.json"))
     data = benchmark(args)
-    comm = PETSc.COMM_WORLD.tompi4py()
-    _write(data, args.json, comm)
+    path = bench.write(args, data)
     if comm.Get_rank() == 0:
-        plot(data, os.path.splitext(args.json)[0] + ".png")
-        print(summary(data))
+        plot(data, os.path.splitext(path)[0] + ".png")
+    bench.show(summary(data))
     return data
 
 

@@ -1,12 +1,11 @@
 r"""One preconditioner over a sequence of coefficient fields on the same mesh: the loop of
 uncertainty quantification, design and time stepping, A(κ_t) x = b for t = 1 … F.
 
-    mpiexec -n 4 python benchmarks/field_sequence.py [--quick] [--json FILE] [--fields F]
+    mpiexec -n 4 python benchmarks/field_sequence.py [--quick] [--out DIR] [--fields F]
              [--dims 2 3] [--families channels inclusions lognormal] [--sequences iid moving]
              [--methods spectral spectral-warm learned learned-previous hats gamg]
              [--n2 127 --N2 16 --n3 24 --N3 8] [--contrast 1e6] [--nev 8] [--model FILE]
-    python benchmarks/field_sequence.py --report FILE     (tables and plots from a JSON)
-    python benchmarks/field_sequence.py --summary FILE    (the README's condensed table)
+    python benchmarks/field_sequence.py --report     (README.md: condensed and full tables, plots)
 
 Per dimension, family and sequence, every method keeps ONE KSP (CG to rtol 1e-8 on the
 unpreconditioned residual, at most 3000 iterations, b a seeded uniform random vector, zero
@@ -49,9 +48,10 @@ warm / cold subdomains, the learned basis split), the matrix's Frobenius norm an
 resident memory (``VmHWM``, max over ranks; reset before each method) after the field.
 Memory growth = (peak after the last field - peak after the first) / peak after the first.
 The learned model's one-off training time (its record's ``data_s + train_s``) is amortised
-over the loop. Writes the JSON (atomically, after every method), a markdown table per
-(dimension, family, sequence), ``<json stem>.png`` (cumulative seconds against the field index;
-learned with its training time as a dashed offset) and ``<json stem>_iterations.png``.
+over the loop. Writes ``field_sequence.json`` (atomically, after every method), a markdown
+table per (dimension, family, sequence), ``field_sequence.png`` (cumulative seconds against the
+field index; learned with its training time as a dashed offset) and
+``field_sequence_iterations.png``.
 
 JSON: the settings (``ranks``, ``cores``, ``contrast``, ``fields``, ``nev``, ``sizes`` per
 dimension, ``models`` per dimension and their ``training`` records) and ``runs``, one per
@@ -63,15 +63,13 @@ by default the library picks its model for the dimension.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
-import sys
-import time
 
 import numpy as np
 import matplotlib
+import torch
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -82,19 +80,15 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from coarse_spaces import natural_matrix  # noqa: E402
-from many_fields import relative  # noqa: E402
-from scaling import peak_rss_mb, peak_rss_reset  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.coefficients import coefficient  # noqa: E402
 from ddlearn.decomposition.problems import Diffusion, family_problem_name  # noqa: E402
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.systems import natural_matrix  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 FAMILIES = ("channels", "inclusions", "lognormal")
@@ -148,13 +142,6 @@ class Sequence:
                          label=family_problem_name(self.family, self.dim))
 
 
-def _wall(fn) -> float:
-    COMM.Barrier()
-    t = time.perf_counter()
-    fn()
-    return COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
-
-
 def _clean(value):
     """JSON-ready: numpy scalars and arrays to Python, absolute paths in the checkout made
     relative to it."""
@@ -167,7 +154,7 @@ def _clean(value):
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, str):  # paths (a model's, in messages) relative to the checkout
-        return value.replace(ROOT + os.sep, "")
+        return value.replace(str(bench.ROOT) + os.sep, "")
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
     return str(value)
@@ -228,21 +215,19 @@ def run_sequence(seq: Sequence, method: str, N: int, fields: int, nev: int,
            "family": seq.family, "problem": family_problem_name(seq.family, seq.dim),
            "sequence": seq.kind, "method": method, "status": "ok", "fields": []}
     if method.startswith("learned"):
-        rec["model"] = relative(model_for(seq.dim, model))
+        rec["model"] = bench.relative(model_for(seq.dim, model))
     gc.collect()
-    peak_rss_reset()
+    bench.peak_reset()
     COMM.Barrier()
-    rec["peak_start_mb"] = max(COMM.allgather(peak_rss_mb()))
+    rec["peak_start_mb"] = max(bench.peak_mb_ranks())
     objs = []
     A = ksp = None
     try:
         for t in range(fields):
             problem = seq.problem(t)
             if A is None:
-                clock = time.perf_counter()
-                A = natural_matrix(problem)
-                update_s = COMM.allreduce(time.perf_counter() - clock, op=MPI.MAX)
-                objs.append(A)
+                update_s = bench.wall(lambda: objs.append(natural_matrix(problem)))
+                A = objs[-1]
                 b = A.createVecLeft()
                 lo, hi = A.getOwnershipRange()
                 b.setArray(np.random.default_rng(0).uniform(-1, 1, problem.n)[lo:hi])
@@ -251,15 +236,15 @@ def run_sequence(seq: Sequence, method: str, N: int, fields: int, nev: int,
                 ksp = _ksp(A, N, make_config(method, nev, model))
                 objs.append(ksp)
             else:
-                update_s = _wall(lambda: update_values(A, problem))
+                update_s = bench.wall(lambda: update_values(A, problem))
 
             def setup():
                 ksp.setOperators(A)
                 ksp.setUp()
                 ksp.setUpOnBlocks()
-            setup_s = _wall(setup)
+            setup_s = bench.wall(setup)
             x.set(0.0)
-            solve_s = _wall(lambda: ksp.solve(b, x))
+            solve_s = bench.wall(lambda: ksp.solve(b, x))
             reason = int(ksp.getConvergedReason())
             A.mult(x, r)
             r.aypx(-1.0, b)
@@ -281,7 +266,7 @@ def run_sequence(seq: Sequence, method: str, N: int, fields: int, nev: int,
                     row["coarse"] = _clean(coarse)
             else:
                 row["n0"], row["split"] = 0, {}
-            row["peak_mb"] = max(COMM.allgather(peak_rss_mb()))
+            row["peak_mb"] = max(bench.peak_mb_ranks())
             rec["fields"].append(_clean(row))
             _log(rec, row)
     except Exception as e:  # noqa: BLE001 - a refused or failing method is a result
@@ -352,17 +337,10 @@ def training_record(model: str) -> dict | None:
     return out
 
 
-def _write(data: dict, path: str) -> None:
-    if COMM.Get_rank() == 0:
-        atomic_write_json(path, data)
-
-
 def main(argv: list[str] | None = None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true",
-                    help=f"63², N = 4 and 12³, N = 8, {QUICK_FIELDS} fields, channels only "
-                         f"(explicit options still win)")
+    ap = bench.parser("field_sequence", __doc__,
+                      f"63², N = 4 and 12³, N = 8, {QUICK_FIELDS} fields, channels only "
+                      f"(explicit options still win)")
     ap.add_argument("--fields", type=int, default=None, help="fields per sequence (100)")
     ap.add_argument("--dims", type=int, nargs="+", default=[2, 3], choices=[2, 3])
     ap.add_argument("--families", nargs="+", default=None, choices=FAMILIES)
@@ -377,25 +355,9 @@ def main(argv: list[str] | None = None):
                     "learned)")
     ap.add_argument("--model", default=None,
                     help="learned coarse-space model (default: the library's pretrained one)")
-    ap.add_argument("--json", default=os.path.join("benchmarks", "results",
-                                                   "field_sequence.json"))
-    ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
-    ap.add_argument("--summary", metavar="FILE", help="print the README's table of a JSON")
-    args = ap.parse_args(argv)
-    if args.summary:
-        with open(args.summary) as f:
-            data = json.load(f)
-        if COMM.Get_rank() == 0:
-            print(summary(data))
-        return data
+    args = bench.parse(ap, argv)
     if args.report:
-        with open(args.report) as f:
-            data = json.load(f)
-        if COMM.Get_rank() == 0:
-            print(report(data))
-            plot(data, os.path.splitext(args.report)[0])
-        return data
-    import torch
+        return readme(args)
     torch.set_num_threads(1)  # one thread per rank: the ranks already share the cores
     sizes = dict(QUICK if args.quick else SIZES)
     sizes[2] = (args.n2 or sizes[2][0], args.N2 or sizes[2][1])
@@ -405,9 +367,9 @@ def main(argv: list[str] | None = None):
     methods = list(args.methods)
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "quick": args.quick,
             "contrast": args.contrast, "fields": fields, "nev": args.nev,
-            "model": relative(args.model) if args.model else None,
-            "models": {str(d): relative(model_for(d, args.model)) for d in args.dims},
-            "training": {relative(model_for(d, args.model)):
+            "model": bench.relative(args.model) if args.model else None,
+            "models": {str(d): bench.relative(model_for(d, args.model)) for d in args.dims},
+            "training": {bench.relative(model_for(d, args.model)):
                          training_record(model_for(d, args.model)) for d in args.dims},
             "sizes": {str(d): {"n": sizes[d][0], "N": sizes[d][1]} for d in args.dims},
             "families": families, "sequences": args.sequences, "methods": methods,
@@ -421,11 +383,25 @@ def main(argv: list[str] | None = None):
                 for method in methods:
                     data["runs"].append(run_sequence(seq, method, N, fields, args.nev,
                                                      args.model))
-                    _write(data, args.json)
+                    path = bench.write(args, data)
+    bench.show(report(data))
     if COMM.Get_rank() == 0:
-        print(report(data))
-        plot(data, os.path.splitext(args.json)[0])
-        print(f"wrote {args.json}")
+        plot(data, os.path.splitext(path)[0])
+    bench.show(f"wrote {path}")
+    return data
+
+
+def readme(args) -> dict:
+    """README.md and the plots from ``field_sequence.json`` in the results folder."""
+    files = bench.results(args)
+    data = files["field_sequence"]
+    if COMM.Get_rank() == 0:
+        plot(data, os.path.join(args.out, "field_sequence"))
+    bench.write_readme(args, "One preconditioner over a sequence of coefficient fields", [
+        ("Condensed (mean CG iterations / mean total seconds per field)", summary(data)),
+        ("Per sequence", report(data)),
+        ("Plots", "![cumulative set-up + solve seconds](field_sequence.png)\n\n"
+                  "![iterations per field](field_sequence_iterations.png)")], files)
     return data
 
 

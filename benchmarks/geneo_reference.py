@@ -1,8 +1,8 @@
 """The spectral (GenEO-type) coarse space against the reference implementation's settings, 3D.
 
-    mpiexec -n 4 python benchmarks/geneo_reference.py [--n 32] [--quick] [--json FILE]
+    mpiexec -n 4 python benchmarks/geneo_reference.py [--n 32] [--quick] [--out DIR]
             [--problems inclusions layered] [--kinds rows rcb] [--configs NAME ...]
-    python benchmarks/geneo_reference.py --summary FILE     (the ablation table)
+    python benchmarks/geneo_reference.py --report     (README.md: the ablation table)
 
 A user-style 3D program: the 7-point diffusion matrix on the unit cube, ``n^3`` unknowns,
 harmonic-mean face coefficients, natural ordering (x fastest), Dirichlet boundary, PETSc's
@@ -20,14 +20,10 @@ The configurations (:data:`CONFIGS`) change one factor at a time from ddlearn's 
 settings before the Dirichlet pencil became the default (``ours``: Neumann pencil,
 multiplicity weights, additive) and from the reference's settings (``reference``: Dirichlet pencil,
 Boolean partition of unity, balanced correction, overlap 1, 8 vectors), beside PETSc's ASM
-(16 blocks, overlap 1, LU), GAMG and Nicolaides on the same matrix. Writes JSON (default
-``benchmarks/results/geneo_reference.json``) after every run; times are the slowest rank's.
+(16 blocks, overlap 1, LU), GAMG and Nicolaides on the same matrix. Writes
+``geneo_reference.json`` after every run; times are the slowest rank's.
 """
 from __future__ import annotations
-
-import argparse
-import json
-import time
 
 import numpy as np
 import petsc4py
@@ -36,7 +32,7 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates, set_subdomains  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -184,20 +180,15 @@ def run(A: PETSc.Mat, name: str, kind: str, parts: int, tag: str) -> dict:
     ksp.setFromOptions()
     b, x = A.createVecs()
     b.set(1.0)
-    COMM.Barrier()
-    t0 = time.perf_counter()
-    ksp.setUp()
-    t1 = time.perf_counter()
-    ksp.solve(b, x)
-    t2 = time.perf_counter()
+    setup_s = bench.wall(ksp.setUp)
+    solve_s = bench.wall(lambda: ksp.solve(b, x))
     r = b.duplicate()
     A.mult(x, r)
     r.aypx(-1.0, b)
     row = {"config": name, "method": method, "krylov": krylov, "kind": kind, "options": opts,
            "iterations": ksp.getIterationNumber(), "reason": int(ksp.getConvergedReason()),
            "converged": ksp.getConvergedReason() > 0, "true_relres": r.norm() / b.norm(),
-           "setup_s": COMM.allreduce(t1 - t0, op=MPI.MAX),
-           "solve_s": COMM.allreduce(t2 - t1, op=MPI.MAX)}
+           "setup_s": setup_s, "solve_s": solve_s}
     if method == "ddlearn":
         meta = pc.getPythonContext().meta
         row["n0"] = meta["n0"]
@@ -212,11 +203,6 @@ def run(A: PETSc.Mat, name: str, kind: str, parts: int, tag: str) -> dict:
         if key.startswith(f"{tag}_"):
             db.delValue(key)
     return row
-
-
-def _write(path: str, data: dict) -> None:
-    if COMM.Get_rank() == 0:
-        atomic_write_json(path, data)
 
 
 def summary(data: dict) -> str:
@@ -235,21 +221,21 @@ def summary(data: dict) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> dict | None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> dict:
+    ap = bench.parser("geneo_reference", __doc__, "12^3, 8 subdomains, four configs")
     ap.add_argument("--n", type=int, default=32, help="grid points per direction")
     ap.add_argument("--parts", type=int, default=16, help="subdomains (rows: of that many ranks)")
     ap.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     ap.add_argument("--kinds", nargs="+", default=["rows", "rcb"], choices=["rows", "rcb"])
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    ap.add_argument("--quick", action="store_true", help="12^3, 8 subdomains, four configs")
-    ap.add_argument("--json", default="benchmarks/results/geneo_reference.json")
-    ap.add_argument("--summary", metavar="FILE", help="print the table of a written JSON")
-    args = ap.parse_args(argv)
-    if args.summary:
-        with open(args.summary) as f:
-            print(summary(json.load(f)))
-        return None
+    args = bench.parse(ap, argv)
+    if args.report:
+        files = bench.results(args)
+        bench.write_readme(args, "The spectral coarse space against the reference "
+                           "implementation's settings, 3D",
+                           [("CG iterations per configuration", summary(files["geneo_reference"]))],
+                           files)
+        return files["geneo_reference"]
     if args.quick:
         args.n, args.parts = 12, 8
         args.configs = ["asm", "nicolaides", "ours", "reference"]
@@ -267,9 +253,9 @@ def main(argv: list[str] | None = None) -> dict | None:
                 PETSc.Sys.Print(f"{problem:10s} {kind:4s} {name:24s} its {row['iterations']:4d} "
                                 f"n0 {row.get('n0', '-')} setup {row['setup_s']:.2f}s "
                                 f"solve {row['solve_s']:.2f}s", flush=True)
-                _write(args.json, data)
+                bench.write(args, data)
         A.destroy()
-    PETSc.Sys.Print(summary(data))
+    bench.show(summary(data))
     return data
 
 

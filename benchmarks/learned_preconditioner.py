@@ -1,29 +1,40 @@
 """Learned two-level preconditioner vs classical two-level Schwarz (same decomposition, overlap
 and coarse space), CG to rtol 1e-8 with the true residual checked.
 
-    mpiexec -n 4 python benchmarks/learned_preconditioner.py [--steps S] [--quick]
-    python benchmarks/learned_preconditioner.py --report   # markdown table from the JSON
+    mpiexec -n 4 python benchmarks/learned_preconditioner.py [--steps S] [--quick] [--out DIR]
+    python benchmarks/learned_preconditioner.py --report   # README.md and the plot from the JSON
 
 Cases: 1D Poisson n = 4095, N = 8..64; 2D Poisson 255², N = 16, 64, 256; 2D channels (contrast
 1e6) N = 64 with PETSc's GDSW and GAMG alongside. Each case trains the learned preconditioner on
 its own random vectors, then solves right-hand sides it never saw: random (3 seeds), a point
-source and a smooth one. Writes ``results/learned_preconditioner.json`` and ``.png``.
+source and a smooth one. Writes ``learned_preconditioner.json`` and ``.png`` (``--only`` picks
+cases; ``--name`` another file stem, e.g. ``learned_preconditioner_channels60``).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 
 import matplotlib
+import numpy as np
+import petsc4py
+import torch
 
 matplotlib.use("Agg")
+petsc4py.init([])
 import matplotlib.pyplot as plt  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-OUT = os.path.join(HERE, "results", "learned_preconditioner")
+from ddlearn.classical.krylov import solve  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.methods import METHODS, Case  # noqa: E402
+from ddlearn.learned.coarse.basis import (basis_correction_model, distributed_basis,  # noqa: E402
+                                          gather_smoothing, learned_meta)
+from ddlearn.learned.coarse.learned_insitu import LearnedInsitu  # noqa: E402
+from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner  # noqa: E402
+from ddlearn.learned.operators.data import fourier_rhs  # noqa: E402
+from ddlearn.learned.operators.distributed import DistributedSchwarzAttention  # noqa: E402
+from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
 
 CASES = [("poisson1d", 4095, N, 2) for N in (8, 16, 32, 64)] + \
         [("poisson2d", 255, N, 1) for N in (16, 64, 256)] + [("channels", 255, 64, 1)]
@@ -32,10 +43,6 @@ QUICK = [("poisson1d", 511, 8, 2), ("poisson2d", 31, 16, 1)]
 
 def rhs_sets(problem):
     """name -> natural-ordering right-hand side, none of them seen in training."""
-    import numpy as np
-
-    from ddlearn.learned.operators.data import fourier_rhs
-
     out = {f"random{s}": np.random.default_rng(100 + s).uniform(-1, 1, problem.n) for s in range(3)}
     point = np.zeros(problem.n)
     point[np.ravel_multi_index(tuple(g // 3 for g in problem.grid[::-1]), problem.grid[::-1])] = 1
@@ -45,19 +52,6 @@ def rhs_sets(problem):
 
 
 def run_case(name, n, N, overlap, steps, extra):
-    import torch
-    from petsc4py import PETSc
-
-    from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
-    from ddlearn.learned.coarse.basis import (basis_correction_model, distributed_basis,
-                                       gather_smoothing, learned_meta)
-    from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner
-    from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
-    from ddlearn.pc import TwoLevelSchwarzPC
-    from ddlearn.decomposition.problems import make_problem
-    from ddlearn.classical.krylov import solve
-    from ddlearn.harness.methods import METHODS, Case
-
     torch.set_num_threads(1)
     problem = make_problem(name, n)
     case = Case.build(problem, N, overlap)
@@ -87,8 +81,6 @@ def run_case(name, n, N, overlap, steps, extra):
 
 def summarise(case):
     """Per-method mean iterations / solve seconds over the right-hand sides."""
-    import numpy as np
-
     out = {}
     for m in dict.fromkeys(r["method"] for r in case["solves"]):
         rs = [r for r in case["solves"] if r["method"] == m]
@@ -142,21 +134,24 @@ def plot(data, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench.parser("learned_preconditioner", __doc__, "two small cases (for tests)")
     ap.add_argument("--steps", type=int, default=20, help="training steps per case")
-    ap.add_argument("--quick", action="store_true", help="two small cases (for tests)")
     ap.add_argument("--only", default=None,
                     help="comma list of problem names to run (default: all cases)")
-    ap.add_argument("--json", default=OUT + ".json")
-    ap.add_argument("--report", action="store_true", help="print the table of an existing JSON")
-    args = ap.parse_args(argv)
+    ap.add_argument("--name", default="learned_preconditioner",
+                    help="file stem of the JSON and plot in DIR")
+    args = bench.parse(ap, argv)
     if args.report:
-        print(report(json.load(open(args.json))))
-        return
-    import petsc4py
-    petsc4py.init([])
-    from petsc4py import PETSc
-
+        files = bench.results(args)
+        sections = []
+        for name, data in files.items():
+            sections.append((f"{name}.json", report(data)))
+            if PETSc.COMM_WORLD.getRank() == 0:
+                plot(data, os.path.join(args.out, f"{name}.png"))
+        sections.append(("Plot", "![CG iterations against N](learned_preconditioner.png)"))
+        bench.write_readme(args, "Learned two-level preconditioner against classical "
+                           "two-level Schwarz", sections, files)
+        return files
     cases = []
     only = args.only.split(",") if args.only else None
     for name, n, N, overlap in (QUICK if args.quick else CASES):
@@ -166,12 +161,11 @@ def main(argv=None):
         cases.append(run_case(name, n, N, overlap, args.steps, extra))
     data = {"steps": args.steps, "ranks": PETSc.COMM_WORLD.getSize(), "cores": os.cpu_count(),
             "cases": cases}
+    path = bench.write(args, data, args.name)
     if PETSc.COMM_WORLD.getRank() == 0:
-        os.makedirs(os.path.dirname(args.json), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        plot(data, os.path.splitext(args.json)[0] + ".png")
-        print(report(data))
+        plot(data, os.path.splitext(path)[0] + ".png")
+    bench.show(report(data))
+    return data
 
 
 if __name__ == "__main__":

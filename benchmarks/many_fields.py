@@ -1,13 +1,16 @@
 r"""The learned coarse space on coefficient fields it never saw, against hats, spectral and GAMG.
 
-    mpiexec -n 4 python benchmarks/many_fields.py [--quick] [--model FILE] [--json FILE]
-    python benchmarks/many_fields.py --report FILE     (tables and plots from a JSON)
-    python benchmarks/many_fields.py --summary FILE [FILE ...]   (the README's tables)
+    mpiexec -n 4 python benchmarks/many_fields.py [--quick] [--model FILE] [--out DIR]
+             [--name STEM]
+    python benchmarks/many_fields.py --report     (README.md and plots from every JSON in DIR)
 
-``--summary`` takes a fields JSON (the condensed table), a ``--steps-curve`` JSON (iterations
-against refinement steps; given with a fields JSON, also the hats and spectral k = 8 on the same
-fields) or several fields JSONs (the first one's learned iterations over each other's, on the
-fields they share).
+A run writes ``DIR/<STEM>.json`` (default stem ``many_fields``; the committed variants:
+``many_fields_ablation``, ``many_fields_starts``, ``many_fields_trained255`` with ``--model``
+the 255² model beside them, ``many_fields_steps`` with ``--steps-curve``) and its plots.
+``--report`` prints each file's condensed table (a ``--steps-curve`` file: iterations against
+refinement steps, with the hats and spectral k = 8 of the first fields file on the same
+fields), the first fields file's learned iterations over each other's on the fields they share,
+and every fields file's full tables.
 
 Fields: the seeded families of :mod:`ddlearn.decomposition.coefficients` (``channels``,
 ``inclusions``, ``lognormal``) at contrast 1e6 with test seeds (``SEEDS["test"]`` on: never
@@ -25,7 +28,6 @@ has paid back against spectral follow from the per-field totals.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -41,17 +43,16 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-from coarse_spaces import natural_matrix, run  # noqa: E402
 from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.learned.coarse.learned import Learned  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.systems import natural_matrix, pc_solves  # noqa: E402
 
 COMM = MPI.COMM_WORLD
-#: The repository root: model paths in the JSON are written relative to it.
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAMILIES = ("channels", "inclusions", "lognormal")
 #: subdomains per grid: about 32² (2D) or 12³ (3D) unknowns each, the models' training
 #: resolutions; 2D and 3D grids never share an n
@@ -100,12 +101,6 @@ def size_label(n: int) -> str:
     return f"{n}{'³' if DIM_OF[n] == 3 else '²'}"
 
 
-def relative(path: str) -> str:
-    """``path`` relative to the repository root, as the JSON records it (no checkout's
-    absolute path in committed results)."""
-    return os.path.relpath(os.path.abspath(path), ROOT)
-
-
 def solve_field(problem, N: int, configs: dict) -> list[dict]:
     A = natural_matrix(problem)
     lo, hi = A.getOwnershipRange()
@@ -113,9 +108,9 @@ def solve_field(problem, N: int, configs: dict) -> list[dict]:
     b.setArray(np.random.default_rng(0).uniform(-1, 1, problem.n)[lo:hi])
     rows = []
     for name, config in configs.items():
-        r = run(A, [b], N, config)
+        r = pc_solves(A, [b], N, config)
         if r["learned"] and r["learned"].get("model"):
-            r["learned"] = {**r["learned"], "model": relative(r["learned"]["model"])}
+            r["learned"] = {**r["learned"], "model": bench.relative(r["learned"]["model"])}
         rows.append({"method": name, "iterations": r["iterations"][0], "setup_s": r["setup_s"],
                      "solve_s": r["solve_s"], "total_s": r["setup_s"] + r["solve_s"],
                      "split": r["split"], "n0": r["n0"], "learned": r["learned"],
@@ -125,9 +120,8 @@ def solve_field(problem, N: int, configs: dict) -> list[dict]:
 
 
 def main(argv: list[str] | None = None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="63² (2 fields), 127² (1 field) and 24³ (1 field), k = 8 only")
+    ap = bench.parser("many_fields", __doc__,
+                      "63² (2 fields), 127² (1 field) and 24³ (1 field), k = 8 only")
     ap.add_argument("--model", help="learned coarse-space model (default: the one shipped for "
                     "the dimension)")
     ap.add_argument("--fields", type=int, default=20, help="fields per family at 255²")
@@ -139,24 +133,10 @@ def main(argv: list[str] | None = None):
                     help="only: iterations against refinement steps on the curve fields")
     ap.add_argument("--contrast", type=float, default=1e6)
     ap.add_argument("--k", type=int, default=8)
-    ap.add_argument("--json", default="benchmarks/results/many_fields.json")
-    ap.add_argument("--report", metavar="FILE", help="print the tables of a JSON, redraw plots")
-    ap.add_argument("--summary", metavar="FILE", nargs="+",
-                    help="print the README's tables of these JSONs (see the module docstring)")
-    args = ap.parse_args(argv)
-    if args.summary:
-        files = []
-        for path in args.summary:
-            with open(path) as f:
-                files.append((path, json.load(f)))
-        print(summaries(files))
-        return files[0][1] if len(files) == 1 else [d for _, d in files]
+    ap.add_argument("--name", default="many_fields", help="file stem of the JSON and plots")
+    args = bench.parse(ap, argv)
     if args.report:
-        with open(args.report) as f:
-            data = json.load(f)
-        print(report(data))
-        plot(data, os.path.splitext(args.report)[0])
-        return data
+        return readme(args)
     torch.set_num_threads(1)  # one thread per rank: the ranks already share the cores
     if args.steps_curve:
         return steps_curve(args)
@@ -200,7 +180,7 @@ def main(argv: list[str] | None = None):
                 PETSc.Sys.Print(f"curve {seed} {r['method']}: its {r['iterations']}")
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "contrast": args.contrast,
             "k": args.k, "model": os.path.basename(models[2]),
-            "models": {str(dim): relative(path) for dim, path in models.items()},
+            "models": {str(dim): bench.relative(path) for dim, path in models.items()},
             "training": {key: records.get(2, {}).get(key) for key in
                          ("data_s", "train_s", "ranks", "fields", "samples", "train_config")},
             "training_by_dim": {str(dim): {key: rec.get(key) for key in
@@ -208,14 +188,29 @@ def main(argv: list[str] | None = None):
                                             "train_config")}
                                 for dim, rec in records.items()},
             "rows": rows, "curve": curve}
+    path = bench.write(args, data, args.name)
+    bench.show(report(data))
     if COMM.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        print(report(data))
-        plot(data, os.path.splitext(args.json)[0])
-        print(f"wrote {args.json}")
+        plot(data, os.path.splitext(path)[0])
+    bench.show(f"wrote {path}")
     return data
+
+
+def readme(args) -> dict:
+    """README.md from every JSON of the study in the results folder, the plots redrawn."""
+    files = bench.results(args)
+    sections = [("Condensed", summaries(list(files.items())))]
+    for name, data in files.items():
+        if _is_steps(data):
+            continue
+        if COMM.Get_rank() == 0:
+            plot(data, os.path.join(args.out, name))
+        figures = [f"![{name}]({name}.png)"] + \
+            ([f"![{name}: vectors per subdomain]({name}_vectors.png)"] if data["curve"] else [])
+        sections.append((f"{name}.json", report(data) + "\n\n" + "\n\n".join(figures)))
+    bench.write_readme(args, "The learned coarse space on coefficient fields it never saw",
+                       sections, files)
+    return files
 
 
 def steps_curve(args) -> dict:
@@ -230,11 +225,9 @@ def steps_curve(args) -> dict:
         for r in solve_field(problem, 64, cfg):
             rows.append({"seed": SEEDS["test"] + seed, **r})
     data = {"ranks": COMM.Get_size(), "contrast": args.contrast, "rows": rows}
-    if COMM.Get_rank() == 0:
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        print(steps_table(data))
-        print(f"wrote {args.json}")
+    path = bench.write(args, data, args.name)
+    bench.show(steps_table(data))
+    bench.show(f"wrote {path}")
     return data
 
 
@@ -257,7 +250,8 @@ def _is_steps(data) -> bool:
 
 
 def summaries(files: list[tuple[str, dict]]) -> str:
-    """``--summary``: each file's table, then the cross-file lines (see the module docstring)."""
+    """Each file's condensed table, then the cross-file lines (see the module docstring);
+    ``files``: (name, data) pairs."""
     fields = [(p, d) for p, d in files if not _is_steps(d)]
     out = []
     for path, data in files:

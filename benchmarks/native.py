@@ -1,13 +1,13 @@
 """Native plugin (-pc_type ddlearn) against the Python PC: apply time and CG iterations, same run.
 
-    python benchmarks/native.py [--n 511] [--N 64] [--ranks 1,2,4] [--applies 50]
-    python benchmarks/native.py --report FILE     (the table from a JSON)
+    python benchmarks/native.py [--n 511] [--N 64] [--ranks 1,2,4] [--applies 50] [--out DIR]
+    python benchmarks/native.py --report     (README.md: the table from the JSON)
 
 Exports a learned preconditioner for 2D Poisson n x n with N subdomains (away from its classical
 start, so that every learned piece is exercised), then launches with mpiexec (a) this script as a
 worker that runs CG on b = 1 with the Python PC (`ddlearn.pc.SchwarzAttentionPC`, mode learned)
 and reads its PCApply time from PETSc's log (also timing a tight loop of applies), and (b) the plain C program `build/laplace2d` with the plugin and `-log_view`, whose
-PCApply line gives the native time per apply. Writes ``benchmarks/results/native.json``.
+PCApply line gives the native time per apply. Writes ``native.json``.
 """
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-BUILD = os.path.join(ROOT, "build")
+from ddlearn.harness import bench
+
+BUILD = os.path.join(bench.ROOT, "build")
 
 
 def _model(n, N):
@@ -87,19 +86,23 @@ def worker(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=511)
-    ap.add_argument("--N", type=int, default=64)
-    ap.add_argument("--ranks", default="1,2,4", help="comma list of rank counts")
-    ap.add_argument("--applies", type=int, default=50)
-    ap.add_argument("--report", metavar="FILE", help="print the table of an earlier run's JSON")
+    ap = bench.parser("native", __doc__, "127², N = 16, ranks 1 and 2, 10 applies")
+    ap.add_argument("--n", type=int, default=None, help="grid points per direction (511)")
+    ap.add_argument("--N", type=int, default=None, help="subdomains (64)")
+    ap.add_argument("--ranks", default=None, help="comma list of rank counts (1,2,4)")
+    ap.add_argument("--applies", type=int, default=None, help="timed applies (50)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--json", default=os.path.join(HERE, "results", "native.json"))
-    args = ap.parse_args(argv)
+    args = bench.parse(ap, argv)
     if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return None
+        files = bench.results(args)
+        bench.write_readme(args, "Native plugin against the Python PC",
+                           [("Table", report(files["native"]))], files)
+        return files["native"]
+    q = args.quick
+    args.n = args.n or (127 if q else 511)
+    args.N = args.N or (16 if q else 64)
+    args.ranks = args.ranks or ("1,2" if q else "1,2,4")
+    args.applies = args.applies or (10 if q else 50)
     if args.worker:
         return worker(args)
     from ddlearn.pc.export import export
@@ -130,22 +133,19 @@ def main(argv=None):
             row["ratio_native_over_python"] = row["native_apply_s"] / row["python_apply_s"]
             rows.append(row)
     data = {"n": p.n, "grid": args.n, "N": args.N, "cores": os.cpu_count(), "rows": rows}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(data, f, indent=1)
+    bench.write(args, data)
     print(report(data))
+    return data
 
 
 def report(data) -> str:
     """The README's table from a JSON this benchmark wrote."""
-    lines = ["| grid | N | ranks | Python PC apply ms | native apply ms | native/Python | "
-             "CG its Python | CG its native |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in data["rows"]:
-        lines.append(f"| {data['grid']}² | {data['N']} | {r['ranks']} | "
-                     f"{1e3 * r['python_apply_s']:.2f} | {1e3 * r['native_apply_s']:.2f} | "
-                     f"{r['ratio_native_over_python']:.2f} | {r['python_iterations']} | "
-                     f"{r['native_iterations']} |")
-    return "\n".join(lines)
+    return bench.markdown_table(
+        ["grid", "N", "ranks", "Python PC apply ms", "native apply ms", "native/Python",
+         "CG its Python", "CG its native"],
+        [[f"{data['grid']}²", data["N"], r["ranks"], f"{1e3 * r['python_apply_s']:.2f}",
+          f"{1e3 * r['native_apply_s']:.2f}", f"{r['ratio_native_over_python']:.2f}",
+          r["python_iterations"], r["native_iterations"]] for r in data["rows"]])
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The paper's experiment with fair baselines: Schwarz attention against global low-rank attention,
 FLARE and FLARE++ on 1D Poisson with Fourier right-hand sides, under one training-speed protocol.
 
-    python benchmarks/operator_learning.py --n 1023 --seeds 3 --json OUT.json   # one size
-    python benchmarks/operator_learning.py --quick --json OUT.json              # small, ~1 minute
-    python benchmarks/operator_learning.py --report A.json B.json ... --json SUMMARY.json
+    python benchmarks/operator_learning.py --n 1023 --seeds 3 --name operator_learning_n1023
+    python benchmarks/operator_learning.py --quick --out DIR                    # small, ~1 minute
+    python benchmarks/operator_learning.py --report     # merge every run in DIR: README.md
 
 Per size ``n`` and model (``ddlearn.learned.operators.protocol``):
 
@@ -19,12 +19,12 @@ Per size ``n`` and model (``ddlearn.learned.operators.protocol``):
    consecutive rungs without a lower validation error (a plateau).
 
 FLARE++ trains a third of every budget (its input-dependent routing costs far more per step).
-``--report`` merges runs, prints the tables, fits the scaling exponents, writes the summary JSON
-and the plots next to it.
+A run writes ``DIR/<--name>.json``. ``--report`` merges every run of the folder
+(``operator_learning*.json`` but the summary), prints the tables, fits the scaling exponents and
+writes ``operator_learning_summary.json``, its plots and ``README.md``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -37,8 +37,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention  # noqa: E402
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
 from ddlearn.learned.operators.data import make_splits  # noqa: E402
 from ddlearn.learned.operators.data_init import data_init  # noqa: E402
 from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus  # noqa: E402
@@ -327,33 +327,48 @@ def scaling_plot(sc, path):
     plt.close(fig)
 
 
-def report(paths, out_json):
-    recs = []
-    for p in paths:
-        with open(p) as f:
-            recs += json.load(f)["records"]
+SUMMARY = "operator_learning_summary"
+
+
+def report(args) -> dict:
+    """Merge every run in the results folder: tables, exponents, targets, plots, the summary
+    JSON and README.md."""
+    runs = {name: data for name, data in bench.results(args).items() if name != SUMMARY}
+    recs = [r for data in runs.values() for r in data["records"]]
     recs.sort(key=lambda r: (r["n"], FAMILIES.index(r["family"]), r["params"]))
     rows = [summarise(r) for r in recs]
     sc = scaling(rows)
-    print(tables(recs, rows))
+    tg = targets(rows)
+    text = tables(recs, rows)
+    print(text)
     print()
     print(scaling_table(sc))
-    tg = targets(rows)
     print()
     print(json.dumps(tg, indent=1))
-    summary = {"sources": list(paths), "rows": rows, "scaling": sc, "targets": tg}
-    atomic_write_json(out_json, summary)
-    stem = os.path.splitext(out_json)[0]
+    summary = {"sources": [f"{name}.json" for name in runs], "rows": rows, "scaling": sc,
+               "targets": tg}
+    bench.write(args, summary, SUMMARY)
+    stem = os.path.join(args.out, SUMMARY)
+    figures = []
     for n in sorted({r["n"] for r in recs}):
         ladder_plot(recs, n, f"{stem}_ladder_n{n}.png")
+        figures.append(f"![budget ladder n = {n}]({SUMMARY}_ladder_n{n}.png)")
     scaling_plot(sc, f"{stem}_scaling.png")
+    figures.append(f"![scaling against n]({SUMMARY}_scaling.png)")
+    bench.write_readme(args, "Operator learning: Schwarz attention against global attention, "
+                       "FLARE and FLARE++", [
+                           ("Sweeps and budget ladders", text),
+                           ("Scaling with n", scaling_table(sc)),
+                           ("Targets", "```json\n" + json.dumps(tg, indent=1) + "\n```"),
+                           ("Plots", "\n\n".join(figures))], runs,
+                       intro=f"`{SUMMARY}.json` and the plots are what this command derives "
+                             f"from the runs below.")
     return summary
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench.parser("operator_learning", __doc__, "n = 255, few models, tiny budgets")
     ap.add_argument("--n", type=int, nargs="+", default=None, help="sizes (default 1023; quick: 255)")
-    ap.add_argument("--quick", action="store_true", help="n = 255, few models, tiny budgets")
     ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     ap.add_argument("--models", nargs="+", help="only these models, by name (e.g. 'global r_g=64')")
     ap.add_argument("--init", choices=("data", "random"), default="data",
@@ -375,20 +390,18 @@ def main(argv=None):
     ap.add_argument("--val", type=int, default=128)
     ap.add_argument("--test", type=int, default=256)
     ap.add_argument("--data-seed", type=int, default=0)
-    ap.add_argument("--json", default="benchmarks/results/operator_learning.json")
-    ap.add_argument("--report", metavar="JSON", nargs="+",
-                    help="merge these runs: tables, exponents, plots; writes --json")
-    args = ap.parse_args(argv)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    ap.add_argument("--name", default="operator_learning", help="file stem of the run's JSON")
+    args = bench.parse(ap, argv)
     if args.report:
-        return report(args.report, args.json)
+        return report(args)
     args.n = args.n or ([255] if args.quick else [1023])
     args.sweep_steps = args.sweep_steps or (40 if args.quick else 500)
     args.patience = args.patience or None
     args.ladder = args.ladder or ([0, 20, 40] if args.quick else [0, 250, 500, 1000, 2000, 4000])
     torch.set_num_threads(1)
     t0 = time.time()
-    out = {"args": vars(args), "cores": os.cpu_count(), "torch_threads": 1, "records": []}
+    out = {"args": {k: v for k, v in vars(args).items() if k != "argv"}, "cores": os.cpu_count(),
+           "torch_threads": 1, "records": []}
     for n in args.n:
         grid = [g for g in model_grid(n, args.quick)
                 if g[0] in args.families and (not args.models or g[1] in args.models)]
@@ -405,8 +418,8 @@ def main(argv=None):
                   flush=True)
             out["wall_s"] = time.time() - t0
             # after every model, atomically: an interrupted long run keeps its last complete file
-            atomic_write_json(args.json, out)
-    print(f"wrote {args.json}; {time.time() - t0:.0f} s")
+            path = bench.write(args, out, args.name)
+    print(f"wrote {path}; {time.time() - t0:.0f} s")
     return out
 
 

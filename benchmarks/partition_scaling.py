@@ -2,9 +2,8 @@ r"""Weak scaling of the partition step alone: time and peak memory per rank of
 :meth:`~ddlearn.decomposition.partition.Subdomains.from_matrix` at a fixed subdomain size.
 
     mpiexec -n P python benchmarks/partition_scaling.py [--sub 8] [--per-rank 8 64]
-    python benchmarks/partition_scaling.py --summary benchmarks/results/partition_scaling.json
-             [--methods boxes rcb local_metis metis] [--baseline OLD_PARTITION.py]
-             [--json benchmarks/results/partition_scaling.json]
+             [--methods boxes rcb local_metis metis] [--baseline OLD_PARTITION.py] [--out DIR]
+    python benchmarks/partition_scaling.py --report     (README.md: the weak-scaling table)
 
 The matrix: the 3D 7-point Laplacian pattern on a grid of ``N`` boxes of ``sub^3`` unknowns
 (:func:`~ddlearn.decomposition.structured.box_grid`), natural ordering, PETSc's default rows,
@@ -13,17 +12,17 @@ coordinates given. Per method: the slowest rank's wall time, the phases of ``Sub
 (slowest rank each), and the peak resident memory above the matrix's, per rank (``VmHWM``
 reset before each run, Linux). ``--baseline`` loads another implementation of the module (e.g.
 an older one that gathers everything on rank 0) and times its ``boxes`` as ``gathered_boxes``.
-Ranks beyond the machine's cores oversubscribe it: compare methods within one run.
+Ranks beyond the machine's cores oversubscribe it: compare methods within one run. Each run
+replaces its rank count's records in ``partition_scaling.json`` and keeps the others (with the
+provenance of the runs that made them).
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import petsc4py
@@ -32,10 +31,9 @@ petsc4py.init([sys.argv[0]])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from ddlearn.decomposition import subdomains as partition  # noqa: E402
 from ddlearn.decomposition.structured import box_grid  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 
@@ -67,22 +65,6 @@ def laplacian_3d(grid) -> tuple[PETSc.Mat, np.ndarray]:
     return A, ijk.astype(np.float64)
 
 
-def _peak_reset() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def _rss_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def _load(path: str):
     """Another implementation of :mod:`ddlearn.decomposition.partition` from a file."""
     spec = importlib.util.spec_from_file_location("ddlearn.decomposition._baseline", path)
@@ -93,16 +75,16 @@ def _load(path: str):
 
 def run(module, A, coords, N, method) -> dict:
     COMM.Barrier()
-    _peak_reset()
-    base = _rss_mb("VmRSS")
+    bench.peak_reset()
+    base = bench.memory_mb("VmRSS")
     t = time.perf_counter()
     s = module.Subdomains.from_matrix(A, N, 1, coords, method)
     wall = time.perf_counter() - t
-    extra = _rss_mb("VmHWM") - base
+    extra = bench.peak_mb() - base
     phases = getattr(s, "timing", {})
     keys = sorted(set().union(*COMM.allgather(set(phases))))
-    return {"time_s": COMM.allreduce(wall, op=MPI.MAX),
-            "phases_s": {k: COMM.allreduce(phases.get(k, 0.0), op=MPI.MAX) for k in keys},
+    return {"time_s": bench.slowest(wall),
+            "phases_s": {k: bench.slowest(phases.get(k, 0.0)) for k in keys},
             "extra_mb_per_rank": COMM.allgather(round(extra, 1)),
             "n_i_max": int(s.sizes.max())}
 
@@ -125,19 +107,31 @@ def summary(records: list[dict], per_rank: int = 64) -> str:
     return "\n".join(lines)
 
 
+def records_of(data) -> list[dict]:
+    """The records of a JSON this benchmark wrote (before the provenance: a bare list)."""
+    return data if isinstance(data, list) else data["records"]
+
+
 def main(argv=None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--summary", metavar="FILE", help="print the weak-scaling table of a JSON")
-    ap.add_argument("--sub", type=int, default=8)
-    ap.add_argument("--per-rank", type=int, nargs="+", default=[8, 64])
+    ap = bench.parser("partition_scaling", __doc__, "4³ per subdomain, 2 per rank")
+    ap.add_argument("--sub", type=int, default=None, help="unknowns per subdomain per "
+                    "direction (8)")
+    ap.add_argument("--per-rank", type=int, nargs="+", default=None,
+                    help="subdomains per rank (8 64)")
     ap.add_argument("--methods", nargs="+", default=["boxes", "rcb", "local_metis", "metis"])
     ap.add_argument("--baseline", default=None)
-    ap.add_argument("--json", default=str(ROOT / "benchmarks/results/partition_scaling.json"))
-    args = ap.parse_args(argv)
-    if args.summary:
-        records = json.loads(Path(args.summary).read_text())
-        print(summary(records))
+    args = bench.parse(ap, argv)
+    path = os.path.join(args.out, "partition_scaling.json")
+    if args.report:
+        files = bench.results(args)
+        records = records_of(files["partition_scaling"])
+        per_rank = max(r["N"] // r["ranks"] for r in records)
+        bench.write_readme(args, "Weak scaling of the partition step", [
+            (f"Partition time (slowest rank) and rank 0's peak memory above the matrix's, "
+             f"{per_rank} subdomains per rank", summary(records, per_rank))], files)
         return records
+    args.sub = args.sub or (4 if args.quick else 8)
+    args.per_rank = args.per_rank or ([2] if args.quick else [8, 64])
     baseline = _load(args.baseline) if args.baseline else None
     records = []
     A, coords = laplacian_3d((8, 8, 8 * COMM.size))  # warm-up: imports, first-call costs
@@ -155,14 +149,14 @@ def main(argv=None) -> list[dict]:
                    "n": int(np.prod(grid)), "method": name,
                    **run(module, A, coords, N, method)}
             records.append(rec)
-            if COMM.rank == 0:
-                print(json.dumps(rec), flush=True)
+            bench.show(json.dumps(rec))
         A.destroy()
-    if COMM.rank == 0:
-        path = Path(args.json)
-        old = json.loads(path.read_text()) if path.exists() else []
-        old = [r for r in old if r["ranks"] != COMM.size]  # one rank count's runs replaced
-        path.write_text(json.dumps(old + records, indent=1))
+    old = bench.read(path) if os.path.exists(path) else []
+    earlier = [] if isinstance(old, list) else \
+        [old["provenance"], *old.get("earlier_provenance", [])]
+    # one rank count's records replaced, the others kept with the runs that made them
+    kept = [r for r in records_of(old) if r["ranks"] != COMM.size]
+    bench.write(args, {"earlier_provenance": earlier, "records": kept + records})
     return records
 
 

@@ -1,10 +1,11 @@
 r"""Weak scaling at a fixed subdomain size: how iterations, set-up, apply and memory of
 ddlearn's two-level methods grow with the number of subdomains N, beside PETSc's own.
 
-    mpiexec -n 4 python benchmarks/scaling.py [--quick] [--json FILE] [--resume]
+    mpiexec -n 4 python benchmarks/scaling.py [--quick] [--out DIR] [--name STEM] [--resume]
              [--dims 2 3] [--cases poisson channels inclusions] [--methods ...] [--sizes K ...]
-    python benchmarks/scaling.py --summary FILE     (tables and plots from a JSON)
-    python benchmarks/scaling.py --model FILE       (the projected cost at P = N ranks)
+    python benchmarks/scaling.py --model      (the projected cost at P = N ranks from
+                                               scaling.json: scaling_model.json)
+    python benchmarks/scaling.py --report     (README.md: tables, projection and plots)
 
 Series (box subdomains of ``sub^d`` unknowns, ``N = k^d`` of them, grid ``(k sub)^d``):
 
@@ -30,31 +31,32 @@ Recorded per run: iterations, set-up and solve time (slowest rank, barriers arou
 PC's own split (partition, basis, local factorisations, coarse set-up; apply time in the local
 and the coarse part), n_0, and the peak resident memory per rank during the run (``VmHWM``
 reset before each run). Every run oversubscribes the machine's cores when ranks > cores: the
-JSON says how many of each; compare methods of one run, not runs.
+JSON says how many of each; compare methods of one run, not runs. Writes ``<STEM>.json``
+(default ``scaling``; the committed ``scaling_3level_overlap1`` is a run with
+``--coarse-overlap 1``) and its plots ``<STEM>_iterations.png``, ``<STEM>_apply.png``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
-from pathlib import Path
 
+import matplotlib
 import numpy as np
 import petsc4py
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 petsc4py.init([sys.argv[0]])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from ddlearn.decomposition.layout import distributed_aij  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
-from ddlearn.learned.common import atomic_write_json  # noqa: E402
-from ddlearn.pc import set_coordinates  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.pc import set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 #: dimension -> (unknowns per subdomain per direction, subdomains per direction of the series)
@@ -85,29 +87,6 @@ PETSC = ["asm", "gamg", "mg+gdsw", "cholesky"]
 METHODS = DDLEARN + PETSC
 DEFAULT_METHODS = ["one-level", "hats", "nicolaides", "spectral", "spectral/dist",
                    "spectral/3level", "learned", "asm", "gamg", "cholesky"]
-
-
-def peak_rss_reset() -> None:
-    """Start a new peak-memory window for this process (Linux: ``clear_refs`` 5 resets
-    ``VmHWM``)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory since the last reset, MB."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):
@@ -142,13 +121,6 @@ def options_for(method: str, N: int, size: int, coarse_overlap: int = COARSE_OVE
     return opts
 
 
-def _wall(fn, comm) -> float:
-    comm.Barrier()
-    t = time.perf_counter()
-    fn()
-    return comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
-
-
 def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
             max_solve_s: float | None = None, coarse_overlap: int = COARSE_OVERLAP) -> dict:
     """One solve of ``method`` on a freshly assembled matrix; a failure is a result."""
@@ -160,7 +132,7 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
     comm = PETSc.COMM_SELF if direct else PETSc.COMM_WORLD
     options = options_for(method, N, size, coarse_overlap)
     opts = PETSc.Options()
-    peak_rss_reset()
+    bench.peak_reset()
     COMM.Barrier()
     objs = []
     try:
@@ -186,7 +158,7 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
         while not done.Test():
             time.sleep(0.02)
         rec = COMM.bcast(rec if COMM.Get_rank() == 0 else None, root=0)
-    peaks = COMM.allgather(peak_rss_mb())
+    peaks = bench.peak_mb_ranks()
     rec["peak_rss_mb_max"] = max(peaks)
     rec["peak_rss_mb_sum"] = sum(peaks) if not direct else peaks[0]
     rec["options"] = options
@@ -199,7 +171,7 @@ def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts) -> dict
     t = time.perf_counter()
     problem, A, b = build(case, dim, n, comm)
     objs += [A, b]
-    assemble_s = comm.tompi4py().allreduce(time.perf_counter() - t, op=MPI.MAX)
+    assemble_s = bench.slowest(time.perf_counter() - t, comm.tompi4py())
     ksp = PETSc.KSP().create(comm=comm)
     objs.append(ksp)
     ksp.setOperators(A)
@@ -221,9 +193,9 @@ def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts) -> dict
             return PETSc.KSP.ConvergedReason.DIVERGED_USER if over else 0
         ksp.addConvergenceTest(budget, prepend=True)
     # PCASM and PCFactor leave factorisations to the first solve: count them as set-up
-    setup_s = _wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()), mpi)
+    setup_s = bench.wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()), mpi)
     clock["start"] = time.perf_counter()
-    solve_s = _wall(lambda: ksp.solve(b, x), mpi)
+    solve_s = bench.wall(lambda: ksp.solve(b, x), mpi)
     r = b.duplicate()
     objs.append(r)
     A.mult(x, r)
@@ -264,9 +236,9 @@ def benchmark(args) -> dict:
             "max_solve_s": args.max_solve_s, "coarse_overlap": args.coarse_overlap,
             "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()},
             "rows": []}
-    if args.resume and os.path.exists(args.json):
-        with open(args.json) as f:
-            data["rows"] = [r for r in json.load(f)["rows"] if not r.get("error")]
+    path = os.path.join(args.out, f"{args.name}.json")
+    if args.resume and os.path.exists(path):
+        data["rows"] = [r for r in bench.read(path)["rows"] if not r.get("error")]
     done = {_key(r) for r in data["rows"]}
     for dim in args.dims:
         sub, ks = args.series[dim]
@@ -282,7 +254,7 @@ def benchmark(args) -> dict:
                                   args.coarse_overlap)
                     data["rows"].append(rec)
                     _log(rec)
-                    _write(data, args.json)
+                    bench.write(args, data, args.name)
     return data
 
 
@@ -296,11 +268,6 @@ def _log(rec: dict) -> None:
                  + " ".join(f"{k} {v:.2f}" for k, v in s.items() if k.endswith("_s")))
     PETSc.Sys.Print(f"{rec['dim']}D {rec['case']:10s} N {rec['N']:5d} n {rec['unknowns']:8d} "
                     f"{rec['method']:18s} {label(rec):>6s}  {extra}", comm=PETSc.COMM_WORLD)
-
-
-def _write(data: dict, path: str) -> None:
-    if COMM.Get_rank() == 0:
-        atomic_write_json(path, data)
 
 
 # -- reports ------------------------------------------------------------------------------
@@ -376,9 +343,6 @@ def summary(data: dict) -> str:
 
 
 def plot(data: dict, stem: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     series = [(d, c) for d in sorted({r["dim"] for r in data["rows"]}) for c in CASES
               if _rows(data, d, c)]
     if not series:
@@ -560,15 +524,15 @@ def model_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+MODEL = "scaling_model"
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny series (tests)")
-    ap.add_argument("--json", default=None)
+    ap = bench.parser("scaling", __doc__, "tiny series (tests)")
+    ap.add_argument("--name", default="scaling", help="file stem of the JSON and plots")
     ap.add_argument("--resume", action="store_true", help="keep the JSON's runs, add the rest")
-    ap.add_argument("--summary", metavar="FILE", help="print the tables of an earlier run")
-    ap.add_argument("--model", metavar="FILE", help="the projected cost at P = N from a run; "
-                    "writes <FILE stem>_model.json")
+    ap.add_argument("--model", action="store_true", help="the projected cost at P = N from "
+                    "DIR/scaling.json; writes DIR/scaling_model.json")
     ap.add_argument("--dims", type=int, nargs="+", default=[3, 2], choices=[2, 3])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--methods", nargs="+", default=None, choices=METHODS)
@@ -581,31 +545,39 @@ def main(argv=None):
                     help="overlap of the three-level method's coarse subdomains")
     ap.add_argument("--direct-max", type=int, default=300_000,
                     help="largest problem given to the one-rank Cholesky")
-    args = ap.parse_args(argv)
-    if args.summary:
-        with open(args.summary) as f:
-            data = json.load(f)
-        if COMM.Get_rank() == 0:
-            print(summary(data))
-            plot(data, os.path.splitext(args.summary)[0])
-        return data
+    args = bench.parse(ap, argv)
+    if args.report:
+        return readme(args)
     if args.model:
-        with open(args.model) as f:
-            rows = model(json.load(f))
-        if COMM.Get_rank() == 0:
-            _write({"model": rows, "alpha_s": ALPHA, "beta_bytes_per_s": BETA, "group": GROUP},
-                   os.path.splitext(args.model)[0] + "_model.json")
-            print(model_table(rows))
+        rows = model(bench.read(os.path.join(args.out, "scaling.json")))
+        bench.write(args, {"model": rows, "alpha_s": ALPHA, "beta_bytes_per_s": BETA,
+                           "group": GROUP}, MODEL)
+        bench.show(model_table(rows))
         return rows
     args.series = QUICK if args.quick else SERIES
     args.methods = args.methods or DEFAULT_METHODS
-    args.json = args.json or str(ROOT / "benchmarks" / "results" /
-                                 ("scaling_quick.json" if args.quick else "scaling.json"))
     data = benchmark(args)
     if COMM.Get_rank() == 0:
-        plot(data, os.path.splitext(args.json)[0])
-        print(summary(data))
+        plot(data, os.path.join(args.out, args.name))
+    bench.show(summary(data))
     return data
+
+
+def readme(args) -> dict:
+    """README.md and the plots from every JSON of the study in the results folder."""
+    files = bench.results(args)
+    sections = []
+    for name, data in files.items():
+        if name == MODEL:
+            sections.append(("Projected at P = N ranks (scaling_model.json)",
+                             model_table(data["model"])))
+            continue
+        if COMM.Get_rank() == 0:
+            plot(data, os.path.join(args.out, name))
+        sections.append((f"{name}.json", summary(data) + f"\n\n![iterations]"
+                         f"({name}_iterations.png)\n\n![time per apply]({name}_apply.png)"))
+    bench.write_readme(args, "Weak scaling at a fixed subdomain size", sections, files)
+    return files
 
 
 if __name__ == "__main__":

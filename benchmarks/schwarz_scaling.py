@@ -1,19 +1,18 @@
 """Classical Schwarz scaling: CG iterations of one-level ASM and two-level Schwarz against the
 number of subdomains N.
 
-    mpiexec -n 4 python benchmarks/schwarz_scaling.py [-quick] [-json FILE] [-plot FILE]
-    python benchmarks/schwarz_scaling.py -report FILE     (the table from a JSON)
+    mpiexec -n 4 python benchmarks/schwarz_scaling.py [--quick] [--out DIR]
+    python benchmarks/schwarz_scaling.py --report     (README.md: the table and plot from the JSON)
 
 1D Poisson n = 1023 and 4095, overlap 2, N in {4, 8, 16, 32, 64}; 2D Poisson 255 x 255,
 overlap 1, N in {4, 16, 64, 256}; interface-hat / Q1 coarse space; CG to rtol 1e-8 on the
 unpreconditioned residual, random right-hand side (seed 0). Iteration counts do not depend on the
 number of ranks (the decomposition is fixed by N); times do, and are not the point here.
+Writes ``schwarz_scaling.json`` and ``schwarz_scaling.png``.
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
 
 import matplotlib
 
@@ -22,10 +21,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import petsc4py
 
-petsc4py.init(sys.argv)
+petsc4py.init([])
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.methods import Case, run_methods  # noqa: E402
 
 FULL = [("poisson1d", 1023, 2, [4, 8, 16, 32, 64]), ("poisson1d", 4095, 2, [4, 8, 16, 32, 64]),
@@ -57,14 +57,15 @@ def run(configs) -> list[dict]:
 
 def table(rows) -> str:
     keys = sorted({(r["problem"], r["n"]) for r in rows}, key=lambda k: (k[0], k[1]))
-    lines = ["| problem | n | N | n_0 | one-level ASM | two-level Schwarz |", "|---|---:|---:|---:|---:|---:|"]
+    cells = []
     for problem, n in keys:
         for N in sorted({r["N"] for r in rows if (r["problem"], r["n"]) == (problem, n)}):
             it = {r["method"]: r for r in rows if (r["problem"], r["n"], r["N"]) == (problem, n, N)}
             size = f"{n}²" if problem.endswith("2d") else f"{n}"
-            lines.append(f"| {problem} | {size} | {N} | {it['twolevel']['n0']} | "
-                         f"{it['asm']['iterations']} | {it['twolevel']['iterations']} |")
-    return "\n".join(lines)
+            cells.append([problem, size, N, it["twolevel"]["n0"], it["asm"]["iterations"],
+                          it["twolevel"]["iterations"]])
+    return bench.markdown_table(["problem", "n", "N", "n_0", "one-level ASM",
+                                 "two-level Schwarz"], cells)
 
 
 def plot(rows, path):
@@ -85,25 +86,27 @@ def plot(rows, path):
     plt.close(fig)
 
 
-def main():
-    opts = PETSc.Options()
-    saved = opts.getString("report", "")
-    if saved:
-        if PETSc.COMM_WORLD.getRank() == 0:
-            with open(saved) as f:
-                print(table(json.load(f)["rows"]))
-        return
-    quick = opts.getBool("quick", False)
-    out = opts.getString("json", "benchmarks/results/schwarz_scaling.json")
-    png = opts.getString("plot", "benchmarks/results/schwarz_scaling.png")
-    rows = run(QUICK if quick else FULL)
-    if PETSc.COMM_WORLD.getRank() == 0:
-        print(table(rows))
-        with open(out, "w") as f:
-            json.dump({"ranks": PETSc.COMM_WORLD.getSize(), "cores": os.cpu_count(),
-                       "rows": rows}, f, indent=1)
-        plot(rows, png)
-        print(f"wrote {out} and {png}")
+def main(argv: list[str] | None = None) -> dict:
+    ap = bench.parser("schwarz_scaling", __doc__, "1D n = 255 and 2D 63², N up to 64")
+    args = bench.parse(ap, argv)
+    rank0 = PETSc.COMM_WORLD.getRank() == 0
+    if args.report:
+        files = bench.results(args)
+        data = files["schwarz_scaling"]
+        if rank0:
+            plot(data["rows"], os.path.join(args.out, "schwarz_scaling.png"))
+        bench.write_readme(args, "Classical Schwarz scaling", [
+            ("CG iterations", table(data["rows"])),
+            ("Plot", "![iterations against N](schwarz_scaling.png)")], files)
+        return data
+    rows = run(QUICK if args.quick else FULL)
+    data = {"ranks": PETSc.COMM_WORLD.getSize(), "cores": os.cpu_count(), "rows": rows}
+    path = bench.write(args, data)
+    bench.show(table(rows))
+    if rank0:
+        plot(rows, os.path.splitext(path)[0] + ".png")
+    bench.show(f"wrote {path}")
+    return data
 
 
 if __name__ == "__main__":

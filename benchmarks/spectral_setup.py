@@ -1,20 +1,18 @@
 """Set-up and apply cost of the spectral coarse space, SLEPc against scipy, beside the hats.
 
-    mpiexec -n 4 python benchmarks/spectral_setup.py [--json FILE]
-    python benchmarks/spectral_setup.py --report FILE
+    mpiexec -n 4 python benchmarks/spectral_setup.py [--quick] [--out DIR]
+    python benchmarks/spectral_setup.py --report     (README.md: the table from the JSON)
 
 Channels 255² (contrast 1e6), natural ordering with coordinates, N = 16, 64, 256, overlap 1;
 ``ddlearn.pc.TwoLevelSchwarzPC`` with hats, and hats + spectral k = 8 with each eigensolver.
 Per configuration: the set-up split (partition, coarse basis = eigensolves, local LU, coarse
 matrix and its factorisation) and the time per apply of the one-level and the coarse part
-(mean of 20, slowest rank). Writes JSON (default ``benchmarks/results/spectral_setup.json``).
+(mean of 20, slowest rank). Writes ``spectral_setup.json``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 
 import petsc4py
@@ -23,11 +21,11 @@ petsc4py.init([])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from coarse_spaces import natural_matrix  # noqa: E402
 from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.systems import natural_matrix  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -41,33 +39,30 @@ def _per_apply(fn, x, y, count=20):
     t = time.perf_counter()
     for _ in range(count):
         fn(x, y)
-    return COMM.allreduce(time.perf_counter() - t, op=MPI.MAX) / count
+    return bench.slowest(time.perf_counter() - t) / count
 
 
 def main(argv: list[str] | None = None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--json", default="benchmarks/results/spectral_setup.json")
-    ap.add_argument("--report", metavar="FILE")
-    args = ap.parse_args(argv)
+    ap = bench.parser("spectral_setup", __doc__, "63², N = 4 and 16")
+    args = bench.parse(ap, argv)
     if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return
-    A = natural_matrix(make_problem("channels", 255, contrast=1e6))
+        files = bench.results(args)
+        bench.write_readme(args, "Set-up and apply cost of the spectral coarse space",
+                           [("Table", report(files["spectral_setup"]))], files)
+        return files["spectral_setup"]
+    n, Ns = (63, (4, 16)) if args.quick else (255, (16, 64, 256))
+    A = natural_matrix(make_problem("channels", n, contrast=1e6))
     x, y = A.createVecs()
     x.setRandom()
     rows = []
-    for N in (16, 64, 256):
+    for N in Ns:
         for label, kw in CONFIGS.items():
             pc = PETSc.PC().create(comm=A.getComm())
             pc.setOperators(A, A)
             pc.setType("python")
             ctx = TwoLevelSchwarzPC(subdomains=N, **kw)
             pc.setPythonContext(ctx)
-            COMM.Barrier()
-            t = time.perf_counter()
-            pc.setUp()
-            setup = COMM.allreduce(time.perf_counter() - t, op=MPI.MAX)
+            setup = bench.wall(pc.setUp)
             two = ctx.two_level
             rows.append({"N": N, "method": label, "n0": ctx.Phi.getSize()[1], "setup_s": setup,
                          "split": dict(ctx.timing),
@@ -79,12 +74,10 @@ def main(argv: list[str] | None = None):
             "rows": rows}
     for o in (A, x, y):
         o.destroy()
-    if COMM.Get_rank() == 0:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        print(report(data))
-        print(f"wrote {args.json}")
+    path = bench.write(args, data)
+    bench.show(report(data))
+    bench.show(f"wrote {path}")
+    return data
 
 
 def report(data) -> str:

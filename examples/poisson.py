@@ -34,12 +34,14 @@ are PETSc options:
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
-  -json FILE -plot FILE   outputs (default benchmarks/results/main_job.json in the
+  -json FILE -plot FILE   outputs (default benchmarks/results/main_job/main_job.json in the
                        repository, poisson.png in the working directory; "" to skip); with
                        several problems each file gets the problem's name appended (the
                        default run writes main_job_poisson2d.json and
-                       main_job_random_channels.json); ``python -m ddlearn.harness.report FILE...``
-                       reprints the tables from the JSON
+                       main_job_random_channels.json); the JSON records the command, commit,
+                       ranks, cores, date and options; ``python -m ddlearn.harness.report
+                       FILE...`` reprints the tables from the JSON, ``... --report`` writes
+                       the folder's README.md
   -seed S              right-hand side seed (default 0)
 
 ``learned_insitu`` and ``attention`` train on this very problem and decomposition, or load the
@@ -59,7 +61,6 @@ Every method's solver takes further options under its own prefix, e.g. ``-gamg_k
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -74,6 +75,8 @@ from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import PROBLEMS, make_problem, problem_dim  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
+from ddlearn.decomposition.atomic import atomic_write_json  # noqa: E402
+from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.learned import LearnedSettings  # noqa: E402
 from ddlearn.harness.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
                              run_methods)
@@ -83,9 +86,8 @@ from ddlearn.harness.report import format_table, plot_histories  # noqa: E402
 DEFAULT_N = {1: 4095, 2: 255, 3: 32}
 DEFAULT_OVERLAP = {1: 2, 2: 1, 3: 1}
 
-#: The repository root; the default JSON goes to its benchmarks/results/ wherever the job runs.
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_JSON = os.path.join(ROOT, "benchmarks", "results", "main_job.json")
+#: The default JSON goes to the repository's benchmarks/results/main_job/ wherever the job runs.
+DEFAULT_JSON = os.path.join(bench.RESULTS, "main_job", "main_job.json")
 
 
 def spectral_space(opts):
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     finally:
         for key in given:  # options passed in argv apply to this call only
             opts.delValue(key)
+    cfg["argv"] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     return [compare(cfg, name, len(cfg["problems"]) > 1) for name in cfg["problems"]]
 
 
@@ -174,6 +177,8 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
               "results": [r.record() for r in results]}
     case.destroy()
     report["wall_s"] = comm.tompi4py().allreduce(time.perf_counter() - start, op=MPI.MAX)
+    stamp = bench.provenance("examples/poisson.py", cfg["argv"],
+                             {k: v for k, v in cfg.items() if k != "argv"}, comm.tompi4py())
     if rank0:
         print(format_table(results), flush=True)
         for key in ("json", "plot"):
@@ -182,8 +187,7 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
             stem, ext = os.path.splitext(cfg[key])
             path = f"{stem}_{name}{ext}" if several else cfg[key]
             if key == "json":
-                with open(path, "w") as f:
-                    json.dump(report, f, indent=1)
+                atomic_write_json(path, {"provenance": stamp, **report})
             else:
                 plot_histories(results, path, title=f"{problem.name}, n = {problem.n}, "
                                f"N = {case.dec.N}, {comm.getSize()} ranks")

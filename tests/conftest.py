@@ -1,5 +1,6 @@
 """Shared helpers for serial and MPI (pytest-mpi) tests."""
 import contextlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -16,10 +17,8 @@ from ddlearn.classical.krylov import solve
 from ddlearn.pc import set_coordinates
 
 ROOT = Path(__file__).resolve().parents[1]
-# The examples are real clients: tests import and run them; benchmark scripts import each
-# other's helpers as scripts do, from their own directory.
+# The examples are real clients: tests import and run them.
 sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import petsc_client  # noqa: E402
 
 # One thread per rank: ranks already share two cores.
@@ -41,7 +40,6 @@ def load_script(path: str, name: str | None = None):
     """The script at ``path`` (relative to the repository root: a benchmark, an example) as a
     module named ``name`` (default: its file name), registered in ``sys.modules`` (a script's
     dataclasses look their module up there)."""
-    import importlib.util
     name = name or Path(path).stem
     spec = importlib.util.spec_from_file_location(name, ROOT / path)
     mod = importlib.util.module_from_spec(spec)

@@ -1,30 +1,85 @@
-"""The benchmark scripts run (small) and write what their README tables are made from."""
+"""The benchmark scripts: their quick runs write stamped JSON into ``--out``, ``--report``
+rebuilds a study's README.md from its JSON (the committed results too), and a write that fails
+half-way leaves the old file."""
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
-from conftest import load_script
+import pytest
+from petsc4py import PETSc
+
+from conftest import ROOT, load_script
+from ddlearn.harness import bench, report
+
+STUDIES = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py"))
+STAMP = {"command", "commit", "dirty", "ranks", "cores", "cores_usable", "processor", "date",
+         "options", "petsc_options"}
 
 
 def _load(name):
     return load_script(f"benchmarks/{name}.py")
 
 
+def _stamped(path: Path, study: str) -> dict:
+    """The JSON at ``path``, checked to carry the full provenance of a run of ``study``."""
+    data = json.loads(path.read_text())
+    stamp = data["provenance"]
+    assert STAMP <= set(stamp), set(stamp)
+    assert stamp["command"].split("python ", 1)[1].startswith(f"benchmarks/{study}.py")
+    assert "--quick" in stamp["command"] and stamp["options"]["quick"] is True
+    assert stamp["ranks"] >= 1 and stamp["cores"] >= 1 and stamp["date"].startswith("20")
+    assert str(ROOT) not in path.read_text()  # no checkout's absolute path in results
+    return data
+
+
+def _readme(mod, out: Path, study: str) -> str:
+    """The README.md that ``--report`` writes into ``out`` (the main job's reporter is
+    ``python -m ddlearn.harness.report``)."""
+    (out / "README.md").unlink(missing_ok=True)
+    mod.main(["--report", "--out", str(out)])
+    text = (out / "README.md").read_text()
+    script = "-m ddlearn.harness.report" if study == "main_job" else f"benchmarks/{study}.py"
+    assert f"python {script} --report --out " in text
+    return text
+
+
+def test_every_script_uses_the_harness_and_no_other_script():
+    for study in STUDIES:
+        source = (ROOT / "benchmarks" / f"{study}.py").read_text()
+        assert "bench.parser(" in source and "sys.path" not in source, study
+        assert "--json" not in source and "--summary" not in source, study
+        assert not any(f"from {other} import" in source or f"import {other}\n" in source
+                       for other in STUDIES), study
+
+
+def test_the_harness_core_does_not_load_torch():
+    """Stamps, atomic writes, tables, memory and timers serve classical benchmarks without the
+    learned extra."""
+    code = ("import sys, ddlearn.harness.bench, ddlearn.harness.systems; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_operator_learning_quick(tmp_path):
-    out = tmp_path / "ol.json"
     mod = _load("operator_learning")
     mod.main(["--quick", "--families", "schwarz", "global", "flare", "--seeds", "2",
               "--lr", "1e-4", "1e-2", "--sweep-steps", "20", "--ladder", "0", "20",
-              "--train", "128", "--json", str(out)])
-    data = json.loads(out.read_text())
+              "--train", "128", "--out", str(tmp_path), "--name", "operator_learning_a"])
+    data = _stamped(tmp_path / "operator_learning_a.json", "operator_learning")
     assert [r["family"] for r in data["records"]] == ["schwarz", "global", "flare"]
     for r in data["records"]:
         assert r["n"] == 255 and r["params"] > 0 and r["lr"] in (1e-4, 1e-2)
         assert r["init"]["data"] < r["init"]["random"]
         assert len(r["ladders"]) == 2 and [s["lr"] for s in r["sweep"]] == [1e-4, 1e-2]
-    random = tmp_path / "ol_random.json"
     mod.main(["--quick", "--families", "schwarz", "global", "--init", "random", "--seeds", "1",
               "--lr", "1e-2", "--sweep-steps", "20", "--ladder", "0", "20", "--train", "128",
-              "--json", str(random)])
-    summary = mod.main(["--report", str(out), str(random), "--json", str(tmp_path / "sum.json")])
+              "--out", str(tmp_path), "--name", "operator_learning_b"])
+    summary = mod.main(["--report", "--out", str(tmp_path)])
+    assert summary["sources"] == ["operator_learning_a.json", "operator_learning_b.json"]
     for row in summary["rows"]:
         for key in ("steps_to_0.01", "seconds_to_0.003", "best_test_error", "reached_0.01"):
             assert key in row
@@ -33,15 +88,15 @@ def test_operator_learning_quick(tmp_path):
     assert all(set(s) == {"data", "random"} for s in summary["scaling"].values())
     assert set(summary["targets"]["255"]) == {"data", "random"}
     assert "param_ratio" in summary["targets"]["255"]["data"]
-    assert (tmp_path / "sum_ladder_n255.png").stat().st_size > 10_000
-    assert (tmp_path / "sum_scaling.png").stat().st_size > 10_000
+    assert (tmp_path / "operator_learning_summary_ladder_n255.png").stat().st_size > 10_000
+    assert (tmp_path / "operator_learning_summary_scaling.png").stat().st_size > 10_000
+    assert "## Scaling with n" in (tmp_path / "README.md").read_text()
 
 
 def test_learned_preconditioner_quick(tmp_path):
-    out = tmp_path / "lp.json"
     mod = _load("learned_preconditioner")
-    mod.main(["--quick", "--steps", "3", "--json", str(out)])
-    data = json.loads(out.read_text())
+    mod.main(["--quick", "--steps", "3", "--out", str(tmp_path)])
+    data = _stamped(tmp_path / "learned_preconditioner.json", "learned_preconditioner")
     assert [c["problem"] for c in data["cases"]] == ["poisson1d", "poisson2d"]
     for case in data["cases"]:
         s = mod.summarise(case)
@@ -54,14 +109,14 @@ def test_learned_preconditioner_quick(tmp_path):
         assert t["steps"] == 3 and t["best_iterations"] == min(its)
         assert t["history"]["step"][its.index(min(its))] == t["best_step"]
     assert "| poisson2d n=961 | 16 |" in mod.report(data)
-    assert (tmp_path / "lp.png").stat().st_size > 10_000
+    assert (tmp_path / "learned_preconditioner.png").stat().st_size > 10_000
+    assert "| poisson2d n=961 | 16 |" in _readme(mod, tmp_path, "learned_preconditioner")
 
 
 def test_any_matrix_quick(tmp_path):
-    out = tmp_path / "am.json"
     mod = _load("any_matrix")
-    mod.main(["--quick", "--json", str(out)])
-    data = json.loads(out.read_text())
+    mod.main(["--quick", "--out", str(tmp_path)])
+    data = _stamped(tmp_path / "any_matrix.json", "any_matrix")
     for r in data["orderings"]:
         assert r["its_natural"] == r["its_ddlearn"] and r["apply_parity"] < 1e-12
     methods = {r["method"] for r in data["fem"]}
@@ -71,11 +126,9 @@ def test_any_matrix_quick(tmp_path):
 
 
 def test_coarse_spaces_quick(tmp_path):
-    out = tmp_path / "cs.json"
     mod = _load("coarse_spaces")
-    mod.main(["--quick", "--json", str(out)])
-    data = json.loads(out.read_text())
-    rows = data["rows"]
+    mod.main(["--quick", "--out", str(tmp_path)])
+    rows = _stamped(tmp_path / "coarse_spaces.json", "coarse_spaces")["rows"]
     assert {r["method"] for r in rows} == set(mod.METHODS)
     # CG stops on its recursive residual (rtol 1e-8); at contrast 1e6 the true residual drifts
     # up to a few 1e-8 (round-off of the recurrence), so only convergence is pinned here
@@ -83,21 +136,24 @@ def test_coarse_spaces_quick(tmp_path):
     its = {(r["family"], r["contrast"], r["method"]): max(r["iterations"]) for r in rows}
     # on the channels the spectral space is what keeps the iterations down
     assert its["channels", 1e6, "hats+spectral k=8"] < its["channels", 1e6, "hats"]
-    assert (tmp_path / "cs.png").stat().st_size > 10_000
-    pen = tmp_path / "pencils.json"
-    mod.main(["--quick", "--pencils", str(pen)])
-    rows = json.loads(pen.read_text())["rows"]
+    assert (tmp_path / "coarse_spaces.png").stat().st_size > 10_000
+    mod.main(["--quick", "--pencils", "--out", str(tmp_path)])
+    rows = _stamped(tmp_path / "coarse_spaces_pencils.json", "coarse_spaces")["rows"]
     assert {(r["family"], r["pencil"]) for r in rows} == \
         {(f, p) for f in ("channels", "random_inclusions") for p in ("neumann", "dirichlet")}
     assert all(min(r["iterations"]) > 0 and r["rnorm_true_max"] < 1e-6 for r in rows)
     assert all(r["spectral"]["pencil"] == r["pencil"] for r in rows)
+    text = _readme(mod, tmp_path, "coarse_spaces")
+    assert "## Spectral pencils (contrast 1e6)" in text and "| channels | dirichlet | 16 |" in text
 
 
 def test_many_fields_quick(tmp_path):
-    out = tmp_path / "mf.json"
     mod = _load("many_fields")
-    data = mod.main(["--quick", "--json", str(out)])
-    table = mod.table(json.loads(out.read_text()))
+    # the methods the assertions read (the full quick run has six more variants)
+    methods = ["hats", "spectral k=8", "spectral k=8 warm", "learned k=8", "gamg",
+               *(mod.ablation_name(start, 8) for start in mod.ABLATION)]
+    data = mod.main(["--quick", "--out", str(tmp_path), "--methods", *methods])
+    table = mod.table(_stamped(tmp_path / "many_fields.json", "many_fields"))
     for n in (63, 127):
         for family in ("channels", "inclusions", "lognormal", "poisson"):
             its = {m: table[n, family, m]["mean_its"] for m in
@@ -117,43 +173,31 @@ def test_many_fields_quick(tmp_path):
                if r["method"].endswith("no check"))
     assert {r["method"] for r in data["rows"] if r["dim"] == 3} >= {"learned k=8",
                                                                    "spectral k=8 warm"}
-    assert (tmp_path / "mf.png").stat().st_size > 10_000
-
-
-def test_refinement_check_quick(tmp_path):
-    out = tmp_path / "rc.json"
-    mod = _load("refinement_check")
-    data = mod.main(["--quick", "--json", str(out)])
-    rows = {(r["start"], r["steps"]): r for r in json.loads(out.read_text())["rows"]}
-    # the network's start is closer to the eigenvectors than random vectors (median loss),
-    # and the last step's change reports it
-    for s in (2, 3):
-        assert rows["network", s]["loss"][0] < rows["random", s]["loss"][0]
-        assert rows["network", s]["change"][0] < rows["random", s]["change"][0]
-    assert "| channels | network | 3 |" in mod.report(data)
+    assert (tmp_path / "many_fields.png").stat().st_size > 10_000
+    assert "| 127² | channels | alone |" in _readme(mod, tmp_path, "many_fields")
 
 
 def test_coarse_forms_quick(tmp_path):
-    out = tmp_path / "cf.json"
     mod = _load("coarse_forms")
-    mod.main(["--quick", "--out", str(out)])
-    rows = json.loads(out.read_text())["rows"]
+    mod.main(["--quick", "--out", str(tmp_path)])
+    data = _stamped(tmp_path / "coarse_forms.json", "coarse_forms")
+    rows = data["rows"]
     assert all(r["converged"] and r["rnorm_true"] < 1e-6 for r in rows)
     n0 = {r["coarse"]: r["n0"] for r in rows if r["case"].startswith("fem")
           and r["correction"] == "additive"}
     assert n0["rgdsw"] < n0["gdsw"], n0
     assert {(r["coarse"], r["correction"]) for r in rows if r["case"] == "channels 255^2"} == \
         {(c, f) for c in ("hats", "gdsw", "spectral") for f in mod.FORMS}
-    assert "| rgdsw | 16 |" in mod.summary(json.loads(out.read_text()))
+    assert "| rgdsw | 16 |" in mod.summary(data)
+    assert "| rgdsw | 16 |" in _readme(mod, tmp_path, "coarse_forms")
 
 
 def test_scaling_quick(tmp_path):
-    out = tmp_path / "sc.json"
     mod = _load("scaling")
     methods = ["one-level", "spectral", "spectral/dist", "spectral/3level", "gamg", "cholesky"]
-    data = mod.main(["--quick", "--json", str(out), "--cases", "inclusions", "--methods",
+    data = mod.main(["--quick", "--out", str(tmp_path), "--cases", "inclusions", "--methods",
                      *methods])
-    rows = json.loads(out.read_text())["rows"]
+    rows = _stamped(tmp_path / "scaling.json", "scaling")["rows"]
     assert {(r["dim"], r["N"], r["method"]) for r in rows} == \
         {(d, k ** d, m) for d in (2, 3) for k in mod.QUICK[d][1] for m in methods}
     assert all(r["converged"] and r["rnorm_true"] < 1e-6 for r in rows), \
@@ -169,7 +213,80 @@ def test_scaling_quick(tmp_path):
         if m == "spectral/dist":
             assert its[(d, N, m)] == its[(d, N, "spectral")]
     assert "Iteration growth" in mod.summary(data)
-    projected = mod.model(data)
+    projected = mod.main(["--quick", "--model", "--out", str(tmp_path)])
+    assert projected == mod.model(data)
     assert {p["dim"] for p in projected} == {2, 3}
     assert all(p["apply_coarse_three_level_s"] < p["apply_coarse_two_level_s"]
                for p in projected if p["N"] == 10_000)
+    _stamped(tmp_path / "scaling_model.json", "scaling")
+    text = _readme(mod, tmp_path, "scaling")
+    assert "Iteration growth" in text and "## Projected at P = N ranks" in text
+    assert (tmp_path / "scaling_iterations.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("study, expected", [
+    ("schwarz_scaling", "| poisson2d | 63² | 64 |"),
+    ("spectral_setup", "| 16 | hats+spectral scipy |"),
+    ("partition_scaling", "| ranks (unknowns) |"),
+])
+def test_small_studies_quick(tmp_path, study, expected):
+    mod = _load(study)
+    mod.main(["--quick", "--out", str(tmp_path)])
+    _stamped(tmp_path / f"{study}.json", study)
+    assert expected in _readme(mod, tmp_path, study)
+
+
+def test_a_partition_scaling_run_keeps_the_other_rank_counts(tmp_path):
+    """An earlier file (of the format before the provenance: a bare list) keeps its other rank
+    counts' records; the new file says which runs made them."""
+    mod = _load("partition_scaling")
+    other = {"ranks": 999, "cores": 2, "N": 1998, "grid": [1], "n": 1, "method": "boxes",
+             "time_s": 1.0, "phases_s": {}, "extra_mb_per_rank": [0.0], "n_i_max": 1}
+    (tmp_path / "partition_scaling.json").write_text(json.dumps([other]))
+    mod.main(["--quick", "--out", str(tmp_path), "--methods", "boxes"])
+    data = _stamped(tmp_path / "partition_scaling.json", "partition_scaling")
+    assert data["records"][0] == other and len(data["records"]) == 2
+    assert data["earlier_provenance"] == []
+    mod.main(["--quick", "--out", str(tmp_path), "--methods", "boxes"])
+    data = _stamped(tmp_path / "partition_scaling.json", "partition_scaling")
+    assert len(data["records"]) == 2 and len(data["earlier_provenance"]) == 1
+
+
+@pytest.mark.parametrize("study", ["main_job", *STUDIES])
+def test_report_rebuilds_the_committed_readme(tmp_path, study):
+    """``--report`` on a copy of the committed JSON (stamped or not) writes the README.md that
+    is committed beside it, naming the regenerating command and every file's provenance."""
+    folder = ROOT / "benchmarks" / "results" / study
+    for path in folder.glob(f"{study}*.json"):
+        shutil.copy(path, tmp_path)
+    text = _readme(report if study == "main_job" else _load(study), tmp_path, study)
+    committed = (folder / "README.md").read_text()
+    strip = lambda t: t.replace(f" --out {bench.relative(str(tmp_path))}", "")  # noqa: E731
+    assert strip(text) == committed
+    for path in folder.glob(f"{study}*.json"):
+        # operator_learning_summary.json is what --report derives from the runs listed
+        assert f"`{path.name}`" in text or path.stem == "operator_learning_summary"
+
+
+def test_writes_are_atomic_and_stamped(tmp_path):
+    """A write that fails half-way (here: a value JSON cannot hold) leaves the old file and no
+    temporary file; a write records the command, commit, ranks, cores, date and options."""
+    ap = bench.parser("some_study", "doc")
+    ap.add_argument("--size", type=int, default=3)
+    try:
+        args = bench.parse(ap, ["--out", str(tmp_path), "--size", "5", "-ksp_rtol", "1e-9"])
+        path = Path(bench.write(args, {"rows": [1, 2]}))
+    finally:
+        PETSc.Options().delValue("ksp_rtol")
+    old = path.read_text()
+    stamp = json.loads(old)["provenance"]
+    assert STAMP <= set(stamp)
+    assert stamp["command"].endswith(f"python benchmarks/some_study.py --out {tmp_path} "
+                                     f"--size 5 -ksp_rtol 1e-9")
+    assert stamp["options"]["size"] == 5 and stamp["petsc_options"]["ksp_rtol"] == "1e-9"
+    with pytest.raises(TypeError):
+        bench.write(args, {"rows": {1, 2}})  # a set: the JSON encoder fails mid-write
+    assert path.read_text() == old
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    with pytest.raises(SystemExit):  # a misspelt option of the script is no PETSc option
+        bench.parse(ap, ["--out", str(tmp_path), "--sizes", "5"])

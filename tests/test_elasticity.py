@@ -210,9 +210,9 @@ def test_spectral_without_neumann_matrices_is_refused_on_every_rank():
 
 def test_benchmark_quick_writes_its_json(tmp_path):
     bench = load_script("benchmarks/elasticity.py", "elasticity_benchmark")
-    out = tmp_path / "el.json"
+    out = tmp_path / "elasticity.json"
     methods = ["gamg", "asm", "mg+gdsw", "one-level", "spectral aux"]
-    bench.main(["--quick", "--json", str(out), "--methods", *methods])
+    bench.main(["--quick", "--out", str(tmp_path), "--methods", *methods])
     data = json.loads(out.read_text())
     assert data["quick"] and data["contrasts"] == [1.0, 1e6] and data["Ns"] == [4]
     got = {(r["dim"], r["contrast"], r["method"]) for r in data["rows"]}
@@ -221,4 +221,4 @@ def test_benchmark_quick_writes_its_json(tmp_path):
         assert "error" in r or {"iterations", "reason_name", "setup_s", "solve_s"} <= set(r)
         assert r["method"] != "gamg" or r["contrast"] != 1.0 or r["converged"]
     assert "| 2D |" in bench.summary(data)
-    assert (tmp_path / "el.png").stat().st_size > 10_000
+    assert (tmp_path / "elasticity.png").stat().st_size > 10_000

@@ -8,14 +8,19 @@ from conftest import ROOT, load_script
 
 
 def test_field_sequence_quick(tmp_path):
-    out = tmp_path / "f.json"
+    out = tmp_path / "field_sequence.json"
     mod = load_script("benchmarks/field_sequence.py")
-    data = mod.main(["--quick", "--json", str(out), "--dims", "2", "3",
+    data = mod.main(["--quick", "--out", str(tmp_path), "--dims", "2", "3",
                      "--methods", "hats", "spectral", "gamg", "learned"])
     text = out.read_text()
     assert str(ROOT) not in text  # no checkout's absolute path in the results
-    assert json.loads(text) == json.loads(json.dumps(data))
-    data = json.loads(text)
+    saved = json.loads(text)
+    assert saved["provenance"]["command"].endswith(
+        f"python benchmarks/field_sequence.py --quick --out {tmp_path} --dims 2 3 "
+        f"--methods hats spectral gamg learned")
+    assert {k: v for k, v in saved.items() if k != "provenance"} == \
+        json.loads(json.dumps(data))
+    data = saved
     assert data["fields"] == mod.QUICK_FIELDS == 3
     assert data["sizes"] == {"2": {"n": 63, "N": 4}, "3": {"n": 12, "N": 8}}
     assert set(data["models"]) == {"2", "3"}
@@ -62,11 +67,14 @@ def test_field_sequence_quick(tmp_path):
                 "N = 8, moving**", "| method | mean its | max its |", "| hats | ",
                 "| gamg | "):
         assert key in table, key
-    for png in ("f.png", "f_iterations.png"):
+    for png in ("field_sequence.png", "field_sequence_iterations.png"):
         assert (tmp_path / png).stat().st_size > 10_000
         (tmp_path / png).unlink()
-    again = mod.main(["--report", str(out)])
+    again = mod.main(["--report", "--out", str(tmp_path)])
     assert again == data
     condensed = mod.summary(data)
     assert "| 2D | channels | iid |" in condensed and "| 3D | channels | moving |" in condensed
-    assert (tmp_path / "f.png").exists() and (tmp_path / "f_iterations.png").exists()
+    readme = (tmp_path / "README.md").read_text()
+    assert "python benchmarks/field_sequence.py --report --out" in readme and condensed in readme
+    assert (tmp_path / "field_sequence.png").exists()
+    assert (tmp_path / "field_sequence_iterations.png").exists()

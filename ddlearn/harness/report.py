@@ -1,13 +1,15 @@
 """Tables and convergence plots of Krylov results.
 
     python -m ddlearn.harness.report FILE [FILE ...]
+    python -m ddlearn.harness.report --report [--out DIR]
 
 reprints the tables of the main job (``examples/poisson.py``) from the JSON it wrote, e.g.
-``python -m ddlearn.harness.report benchmarks/results/main_job/main_job_*.json``.
+``python -m ddlearn.harness.report benchmarks/results/main_job/main_job_*.json``; with
+``--report``, writes ``DIR/README.md`` (default ``benchmarks/results/main_job/``) from every
+``main_job*.json`` in DIR.
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 import matplotlib
@@ -15,21 +17,20 @@ import matplotlib
 matplotlib.use("Agg")  # files, never a screen: ranks run headless
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import bench  # noqa: E402
+
 __all__ = ["format_table", "format_report", "plot_histories"]
 
 
 def format_table(results, label: str = "method") -> str:
     """Markdown table of :class:`~ddlearn.classical.krylov.KrylovResult` rows (or of their
     ``record()`` dictionaries, as stored in the JSON); ``label`` heads the first column."""
-    lines = [f"| {label} | iterations | reason | true rel. residual | train s | setup s | "
-             "solve s |",
-             "|---|---:|---|---:|---:|---:|---:|"]
-    for r in results:
-        r = r if isinstance(r, dict) else r.record()
-        lines.append(f"| {r['method']} | {r['iterations']} | {r['reason']} | "
-                     f"{r['rnorm_true']:.2e} | {r['train_s']:.1f} | {r['setup_s']:.3f} | "
-                     f"{r['solve_s']:.3f} |")
-    return "\n".join(lines)
+    rows = [r if isinstance(r, dict) else r.record() for r in results]
+    return bench.markdown_table(
+        [label, "iterations", "reason", "true rel. residual", "train s", "setup s", "solve s"],
+        [[r["method"], r["iterations"], r["reason"], f"{r['rnorm_true']:.2e}",
+          f"{r['train_s']:.1f}", f"{r['setup_s']:.3f}", f"{r['solve_s']:.3f}"] for r in rows],
+        "lrlrrrr")
 
 
 def _label(problem: dict) -> str:
@@ -70,18 +71,27 @@ def plot_histories(results, path: str, title: str = "") -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Reprint the main job's tables from its JSON.")
-    ap.add_argument("files", nargs="+", metavar="FILE", help="JSON written by examples/poisson.py")
-    args = ap.parse_args(argv)
-    reports = []
-    for path in args.files:
-        with open(path) as f:
-            reports.append(json.load(f))
-    print("\n\n".join(format_report(r) for r in reports))
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = bench.parser("main_job", __doc__, "(no effect here)", "-m ddlearn.harness.report")
+    ap.add_argument("files", nargs="*", metavar="FILE", help="JSON written by examples/poisson.py")
+    args = bench.parse(ap, argv)
+    if args.report:
+        files = bench.results(args)
+        reports = list(files.values())
+        bench.write_readme(args, "The main job", [
+            (f"{name}.json", format_report(r)) for name, r in files.items()], files,
+            intro="Written by `examples/poisson.py` (`scripts/main` runs it on 8 ranks); "
+                  "each file is one problem's table.")
+    else:
+        reports = []
+        for path in args.files:
+            with open(path) as f:
+                reports.append(json.load(f))
+    bench.show("\n\n".join(format_report(r) for r in reports))
     walls = [r["wall_s"] for r in reports if "wall_s" in r]
     if len(walls) > 1:
-        print(f"\n{len(walls)} tables, {sum(walls):.1f} s wall time together")
+        bench.show(f"\n{len(walls)} tables, {sum(walls):.1f} s wall time together")
+    return reports
 
 
 if __name__ == "__main__":
