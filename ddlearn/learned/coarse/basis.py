@@ -148,7 +148,7 @@ def aslinearoperator(S: SchwarzAttention, problem, coarse: str = "hats",
 
 
 def distributed_basis(S, layout, A: PETSc.Mat, Phi: sp.spmatrix, omega=None) -> LearnedBasis:
-    r"""The :class:`~ddlearn.learned.LearnedBasis` of a distributed :math:`S_\theta` on this
+    r"""The :class:`LearnedBasis` of a distributed :math:`S_\theta` on this
     rank's rows, with :math:`\Psi = M_{RAS}^{-1}A\Phi` from PETSc (PCASM ``restrict``, all
     columns in one block) and ``omega`` the global smoothing weights (default 0; collective)."""
     Phi_rows = sp.csr_matrix(Phi)[layout.local_natural()].T.toarray()

@@ -192,7 +192,7 @@ def held_out_iterations(basis: LearnedBasis, layout, A: PETSc.Mat, rhs, rtol: fl
 
 def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
                          cfg: PCTrainConfig | None = None) -> PCTrainResult:
-    r"""Train a distributed learned basis (:func:`distributed_basis`: smoothing weights
+    r"""Train a distributed learned basis (:func:`~.basis.distributed_basis`: smoothing weights
     :math:`\omega` and the one-level :class:`~ddlearn.learned.operators.distributed.DistributedSchwarzAttention`
     :math:`S_\theta`) inside the learned preconditioner and leave it in its best state by
     held-out CG iterations (collective).
