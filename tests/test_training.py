@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ddlearn.learned.common import atomic_write
+from ddlearn.decomposition.atomic import atomic_write
 from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
 from ddlearn.decomposition.problems import Poisson1D, Poisson2D, make_problem

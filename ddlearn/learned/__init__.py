@@ -1,5 +1,5 @@
 """Layer 2 — learned operators and learned coarse spaces, two products on one small shared
-module (``common``: atomic writes, payload reader, best state, progress bar, cosine schedule):
+module (``common``: payload reader, best state, progress bar, cosine schedule):
 
 - ``operators``: global and Schwarz attention, FLARE, data, training loops, checkpoints, the
   fair-comparison protocol and the distributed operator;

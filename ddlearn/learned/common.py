@@ -1,41 +1,15 @@
-"""What the operator-learning models and the learned coarse spaces share: atomic writes of
-files and JSON records, the reader of saved torch payloads, the best-state rule of training,
-the progress bar and the cosine learning-rate schedule."""
+"""What the operator-learning models and the learned coarse spaces share: the reader of saved
+torch payloads, the best-state rule of training, the progress bar and the cosine learning-rate
+schedule (they write their files through :mod:`ddlearn.decomposition.atomic`)."""
 from __future__ import annotations
 
 import copy
-import json
 import math
-import os
-import tempfile
 
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["atomic_write", "atomic_write_json", "read_payload", "BestState", "progress_bar",
-           "cosine_schedule"]
-
-
-def atomic_write(path: str, write) -> None:
-    """Call ``write(fileobj)`` on a temporary file beside ``path``, then rename it onto ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: str, data) -> None:
-    """``data`` as indented JSON at ``path``, through :func:`atomic_write`."""
-    atomic_write(path, lambda f: f.write(json.dumps(data, indent=1).encode()))
+__all__ = ["read_payload", "BestState", "progress_bar", "cosine_schedule"]
 
 
 def read_payload(path: str, fmt: str, version: int, what: str) -> dict:

@@ -12,7 +12,8 @@ import os
 
 import torch
 
-from ..common import atomic_write, read_payload
+from ...decomposition.atomic import atomic_write
+from ..common import read_payload
 from .attention import GlobalAttention, SchwarzAttention
 from .flare import FLARE, FLAREPlusPlus
 
