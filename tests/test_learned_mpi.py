@@ -9,6 +9,7 @@ from conftest import (apply_gathered, pc_from_options, raised_everywhere, solve_
                       view_text)
 from ddlearn.classical.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
+from ddlearn.learned.operators.attention import SchwarzAttention
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
 from ddlearn.decomposition.layout import Layout
 from ddlearn.learned.coarse.basis import (aslinearoperator, basis_correction_model, distributed_basis,
@@ -183,6 +184,11 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
     A_ch = Layout(dec2).matrix(make_problem("channels", 15))
     b_ch = A_ch.createVecLeft()
     b_ch.set(1.0)
+    # a paper-form operator (no learned coarse-space metadata) given as the checkpoint
+    paper = COMM.bcast(str(tmp_path / "paper.pt"), root=0)
+    operator = DistributedSchwarzAttention(SchwarzAttention(p.grid, 4, 2, 2))
+    operator.save(paper)
+    operator.destroy()
     cases = [
         (lambda: solve_with_pc_options(A_ch, b_ch, "b0_", pc=PC, **_insitu(path2)),
          "is not the one this learned coarse space"),
@@ -198,6 +204,8 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
          "is not symmetric, so CG does not apply"),
         (lambda: solve_with_pc_options(A, b, "b5_", model=path, ksp="gmres", mode="attention"),
          "is a learned coarse space, not a paper-form operator"),
+        (lambda: solve_with_pc_options(A, b, "b7_", pc=PC, **_insitu(paper)),
+         "a learned coarse space: use -b7_pc_python_type ddlearn.pc.SchwarzAttentionPC"),
         (lambda: solve_with_pc_options(A, b, "b6_", pc=PC, coarse_space="learned_insitu"),
          "-b6_ddlearn_coarse_space learned_insitu needs its checkpoint: give "
          "-b6_ddlearn_learned_insitu_model FILE"),
