@@ -80,7 +80,10 @@ for name in classical:
 out["classical"] = third_party()
 out["learned_name"] = registry.coarse_space_class("learned").name
 out["learned"] = third_party()
-out["attention"] = ddlearn.pc.SchwarzAttentionPC.__name__
+pc = PETSc.PC().create()
+pc.setType("python")
+pc.setPythonType("ddlearn.pc.SchwarzAttentionPC")  # as -pc_python_type does: a lazy attribute
+out["attention"] = type(pc.getPythonContext()).__name__
 print(json.dumps(out))
 """
 
