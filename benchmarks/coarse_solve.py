@@ -103,7 +103,7 @@ def summary(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = bench.parser("coarse_solve", __doc__, "N = 16 and one fine space (a smoke run)")
+    ap = bench.parser("coarse_solve", __doc__, "N = 64 and Nicolaides only (a smoke run)")
     ap.add_argument("--sizes", type=int, nargs="+", default=None, help="N (default 256)")
     ap.add_argument("--spaces", nargs="+", default=None, choices=list(SPACES))
     args = bench.parse(ap, argv)
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
         bench.write_readme(args, "The coarse problem at scale",
                            [("Table", summary(files["coarse_solve"]))], files)
         return files["coarse_solve"]
-    args.sizes = args.sizes or ([16] if args.quick else [256])
+    args.sizes = args.sizes or ([64] if args.quick else [256])
     args.spaces = args.spaces or (["nicolaides"] if args.quick else list(SPACES))
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "runs": []}
     for N in args.sizes:

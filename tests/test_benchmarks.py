@@ -228,6 +228,7 @@ def test_scaling_quick(tmp_path):
     ("schwarz_scaling", "| poisson2d | 63² | 64 |"),
     ("spectral_setup", "| 16 | hats+spectral scipy |"),
     ("partition_scaling", "| ranks (unknowns) |"),
+    ("coarse_solve", "| 64 | nicolaides | P=1 cholesky |"),
 ])
 def test_small_studies_quick(tmp_path, study, expected):
     mod = _load(study)
