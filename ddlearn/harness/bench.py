@@ -55,8 +55,8 @@ from petsc4py import PETSc
 from ddlearn.decomposition.atomic import atomic_write, atomic_write_json
 
 __all__ = ["ROOT", "RESULTS", "parser", "parse", "provenance", "write", "read", "results",
-           "write_readme", "markdown_table", "show", "peak_reset", "peak_mb", "peak_mb_ranks",
-           "wall", "slowest", "relative", "load_example"]
+           "write_readme", "markdown_table", "show", "peak_reset", "memory_mb", "peak_mb",
+           "peak_mb_ranks", "wall", "slowest", "relative", "load_example"]
 
 #: The repository root (results record paths relative to it) and the results' root folder.
 ROOT = Path(__file__).resolve().parents[2]
