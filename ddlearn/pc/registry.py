@@ -1,11 +1,14 @@
 """The registry of coarse spaces: every family by name, classical and learned (the protocol:
-:mod:`ddlearn.classical.coarse_space`). Adding a coarse space is its file plus one line here.
+:mod:`ddlearn.classical.coarse_space`). Adding a coarse space is its file plus one line: a
+classical family in :data:`ddlearn.classical.coarse.FAMILIES` (the classical layer lists its
+own), a learned one here.
 
-A family is registered as ``"module:Class"`` and its module is imported the first time the
-family is asked for (:func:`coarse_space_class`, through :func:`load`), so importing
-:mod:`ddlearn.pc` and running a classical family never imports torch: only ``learned`` and
-``learned_insitu`` load :mod:`ddlearn.learned` (the ``learned`` extra). :data:`COARSE_SPACE_NAMES`
-lists the families without importing any of them (for messages and docs).
+A family is registered as ``"module:Class"`` and a learned family's module is imported the
+first time the family is asked for (:func:`coarse_space_class`, through :func:`load`), so
+importing :mod:`ddlearn.pc` and running a classical family never imports torch: only ``learned``
+and ``learned_insitu`` load :mod:`ddlearn.learned` (the ``learned`` extra).
+:data:`COARSE_SPACE_NAMES` lists the families without importing a learned one (for messages and
+docs).
 
 ``-ddlearn_coarse_space hats+spectral`` composes families (:class:`Composite`); ``none`` is
 one-level Schwarz.
@@ -14,17 +17,14 @@ from __future__ import annotations
 
 import importlib
 
+from ..classical.coarse import FAMILIES
 from ..classical.coarse_space import Composite, CoarseSpace
 
 __all__ = ["COARSE_SPACES", "COARSE_SPACE_NAMES", "coarse_space_class", "make_coarse_space",
            "load"]
 
 COARSE_SPACES: dict[str, str] = {
-    "hats": "ddlearn.classical.coarse.hats:Hats",
-    "nicolaides": "ddlearn.classical.coarse.nicolaides:Nicolaides",
-    "gdsw": "ddlearn.classical.coarse.gdsw:GDSW",
-    "rgdsw": "ddlearn.classical.coarse.rgdsw:RGDSW",
-    "spectral": "ddlearn.classical.coarse.spectral:Spectral",
+    **{name: f"{c.__module__}:{c.__qualname__}" for name, c in FAMILIES.items()},
     "learned": "ddlearn.learned.coarse.learned:Learned",
     "learned_insitu": "ddlearn.learned.coarse.learned_insitu:LearnedInsitu",
 }
