@@ -129,10 +129,16 @@ def _processor() -> str:
     return platform.processor() or platform.machine()
 
 
+def _setting(obj):
+    """A setting that is no JSON type: its ``describe()`` where it has one (a coarse space's
+    settings), else its ``str`` (never an object's address)."""
+    return obj.describe() if callable(getattr(obj, "describe", None)) else str(obj)
+
+
 def _plain(value):
-    """``value`` as JSON types (anything else by its ``str``), paths in the checkout relative
-    to it (no checkout's absolute path in committed results)."""
-    return json.loads(json.dumps(value, default=str).replace(str(ROOT) + os.sep, ""))
+    """``value`` as JSON types (:func:`_setting` for anything else), paths in the checkout
+    relative to it (no checkout's absolute path in committed results)."""
+    return json.loads(json.dumps(value, default=_setting).replace(str(ROOT) + os.sep, ""))
 
 
 def provenance(script: str, argv: list[str], options: dict, comm=COMM) -> dict:
