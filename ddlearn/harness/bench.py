@@ -46,13 +46,13 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from mpi4py import MPI
 from petsc4py import PETSc
 
 from ddlearn.decomposition.atomic import atomic_write, atomic_write_json
+from ddlearn.decomposition.timing import Timer
 
 __all__ = ["ROOT", "RESULTS", "parser", "parse", "provenance", "write", "read", "results",
            "write_readme", "markdown_table", "show", "peak_reset", "memory_mb", "peak_mb",
@@ -309,6 +309,7 @@ def wall(fn, comm=COMM) -> float:
     r"""Seconds of ``fn()`` on the slowest rank, :math:`\max_r (t_r^{end} - t^{start})`, the
     ranks starting together after a barrier (collective)."""
     comm.Barrier()
-    start = time.perf_counter()
+    timer = Timer()
     fn()
-    return slowest(time.perf_counter() - start, comm)
+    timer.lap("run")
+    return timer.slowest(comm)["run"]

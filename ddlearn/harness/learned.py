@@ -16,10 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from ddlearn.learned.operators.attention import SchwarzAttention
@@ -28,6 +26,7 @@ from ddlearn.learned.coarse.basis import (INSITU_KIND, basis_correction_model, d
 from ddlearn.learned.operators.data import make_splits
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
 from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner
+from ddlearn.decomposition.timing import Timer
 from ddlearn.learned.operators.training import TrainConfig, fit_scale, train
 
 __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
@@ -103,12 +102,13 @@ def learned_preconditioner(case, settings: LearnedSettings):
                             "r_local": settings.r_local, "grid": list(case.dec.grid)}, INSITU_KIND):
         PETSc.Sys.Print(f"    loaded {path}")
         return path, 0.0
-    t0 = time.perf_counter()
+    timer = Timer()
     model = DistributedSchwarzAttention(basis_correction_model(case.dec, settings.r_local,
                                                                cfg.seed), comm)
     basis = distributed_basis(model, case.layout, case.A, case.Phi)
     result = train_preconditioner(basis, case.layout, case.A, cfg)
-    seconds = comm.tompi4py().allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    timer.lap("train_s")
+    seconds = timer.slowest(comm)["train_s"]
     PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: held-out CG "
                     f"iterations {result.initial_iterations:g} (classical) -> "
                     f"{result.best_iterations:g} ({result.stopped})")
@@ -134,7 +134,7 @@ def attention_operator(case, settings: LearnedSettings):
     if _cached(path, comm, expect):
         PETSc.Sys.Print(f"    loaded {path}")
         return path, 0.0
-    t0 = time.perf_counter()
+    timer = Timer()
     serial = SchwarzAttention(case.dec.grid, case.dec.N, case.dec.overlap,
                               settings.attention_rank, coarse=case.coarse, symmetric=True,
                               seed=settings.seed, boxes=case.dec.boxes)
@@ -150,7 +150,8 @@ def attention_operator(case, settings: LearnedSettings):
         solver.destroy()
     fit_scale(model, splits.train, comm=comm.tompi4py())
     result = train(model, splits, cfg, comm=comm.tompi4py())
-    seconds = comm.tompi4py().allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    timer.lap("train_s")
+    seconds = timer.slowest(comm)["train_s"]
     PETSc.Sys.Print(f"    trained {result.steps} steps in {seconds:.1f} s: validation error "
                     f"{result.best_val:.3g}")
     model.save(path, problem=case.problem.describe(), data=splits.meta)

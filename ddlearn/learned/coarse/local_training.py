@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -43,6 +42,7 @@ from ...classical.reference import neumann_matrix
 from ...classical.coarse.spectral import PENCILS, SpectralSettings, local_eigenvectors
 from ...decomposition import Decomposition
 from ...decomposition.problems import family_problem_name, make_problem
+from ...decomposition.timing import Timer
 from ..common import BestState, cosine_schedule, progress_bar
 from .model_file import PRETRAINED, load_model, save_model, update_record
 from .network import KIND, LocalCoarseNet
@@ -194,10 +194,11 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
                          f"number of training fields, {total} (fields_per_family x families)")
     rank, size, F = comm.Get_rank(), comm.Get_size(), cfg.fields_per_step
     torch.manual_seed(cfg.seed)
-    clock = time.perf_counter()
+    timer = Timer()
     train = family_patches(cfg, "train", comm)
     val = family_patches(cfg, "validation", comm)
-    data_s = comm.allreduce(time.perf_counter() - clock, op=MPI.MAX)
+    timer.lap("data_s")
+    data_s = timer.slowest(comm)["data_s"]
     model = LocalCoarseNet(cfg.vectors, cfg.hidden, cfg.layers, cfg.seed)
     if cfg.init:
         start_from = load_model(cfg.init)[0]
@@ -237,7 +238,7 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
                                                       seed=0).matrix())}
     params = list(model.parameters())
     for step in range(start, min(cfg.iterations, until or cfg.iterations)):
-        tic = time.perf_counter()
+        step_timer = Timer()
         # the batch depends on the seed and the step only: the same on any number of ranks,
         # and a resumed run repeats the same steps; this rank takes positions rank, rank + P, ...
         opt.zero_grad()
@@ -257,7 +258,8 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
         train_loss = comm.allreduce(local) / F
         opt.step()
         sched.step()
-        train_s += comm.allreduce(time.perf_counter() - tic, op=MPI.MAX)
+        step_timer.lap("step_s")
+        train_s += step_timer.slowest(comm)["step_s"]
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{train_loss:.3g}", best=f"{best.value:.3g}")

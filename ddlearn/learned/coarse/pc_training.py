@@ -24,18 +24,17 @@ the classical start on those right-hand sides (the *best-state rule*).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..operators.distributed import apply_batch, linear_map, shared_sum
 from ...classical.krylov import solve
 from ...classical.overlapping import asm_pc
 from ...classical.twolevel import TwoLevelSchwarz
+from ...decomposition.timing import Timer
 from .basis import LearnedBasis, petsc_basis
 from ..common import BestState, progress_bar
 
@@ -211,7 +210,7 @@ def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
     opt = torch.optim.Adam([{"params": list(basis.S.parameters()), "lr": cfg.lr},
                             {"params": [basis.omega], "lr": cfg.lr_smoothing}])
     dtype = basis.Phi_rows.dtype
-    t0 = time.perf_counter()
+    timer = Timer()
 
     def evaluate():
         return float(np.mean(held_out_iterations(basis, layout, A, rhs, cfg.rtol)))
@@ -253,7 +252,8 @@ def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
         if bar is not None:
             bar.close()
         best.restore()
-        seconds = mpi.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        timer.lap("train_s")
+        seconds = timer.slowest(mpi)["train_s"]
         return PCTrainResult(initial_iterations=initial, best_iterations=best.value,
                              best_step=best.step, steps=step, cg_steps=cg_steps,
                              seconds=seconds, stopped=stopped, history=hist)

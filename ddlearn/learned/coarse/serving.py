@@ -12,7 +12,6 @@ vectors are :math:`R_i^TD_iV_i`.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +25,7 @@ from ...classical.coarse_space import subdomain_columns
 from ...classical.neumann import dirichlet_blocks, neumann_matrices
 from ...classical.reference import neumann_matrix
 from ...decomposition.collective import collective_check
+from ...decomposition.timing import Timer
 from .network import LocalCoarseNet
 from .patches import PatchBatch, input_statistics
 from .refinement import refine, refine_checked
@@ -120,7 +120,7 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Se
     the a-posteriori check's counts ``more_steps, eigensolves`` and largest last-step change
     ``change_max`` after it, this rank's) and ``refined = {subdomain id: V_i}`` (collective)."""
     comm = A.getComm()
-    clock = time.perf_counter()
+    timer = Timer()
     blocks = dirichlet_blocks(A, subdomains)
     ANs = neumann_matrices(A, subdomains, auxiliary, "the learned coarse space", blocks)
     rights = blocks if serving.pencil == "dirichlet" else None
@@ -129,11 +129,11 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Se
     except (ValueError, RuntimeError) as e:  # RuntimeError: splu of a singular matrix
         batch, error = None, str(e)
     collective_check(comm, error is None, f"the learned coarse space cannot be built: {error}")
-    factor_s = time.perf_counter() - clock
+    timer.lap("factor_s")
     X = start_vectors(model, batch, serving.start, serving.seed, coordinates, previous)
-    forward_s = time.perf_counter() - clock - factor_s
+    timer.lap("forward_s")
     pairs, change = refine_checked(batch, X, serving.steps, serving.k)
-    refine_s = time.perf_counter() - clock - factor_s - forward_s
+    timer.lap("refine_s")
     more, solved, problems = 0, 0, []
     bad = np.flatnonzero(change > serving.tol)
     if len(bad):
@@ -164,11 +164,10 @@ def learned_entries(A: PETSc.Mat, subdomains, model: LocalCoarseNet, serving: Se
     if serving.threshold > 0:
         pairs = [(lam[lam < serving.threshold], V[:, lam < serving.threshold])
                  for lam, V in pairs]
-    check_s = time.perf_counter() - clock - factor_s - forward_s - refine_s
+    timer.lap("check_s")
     found = {int(i): (I, D, V) for i, I, D, (_, V) in
              zip(subdomains.ids, subdomains.overlapping, subdomains.weights, pairs)}
-    info = {"factor_s": factor_s, "forward_s": forward_s, "refine_s": refine_s,
-            "check_s": check_s, "more_steps": more, "eigensolves": solved,
+    info = {**timer.seconds, "more_steps": more, "eigensolves": solved,
             "change_max": float(change.max(initial=0.0)),
             "kept_min": min((V.shape[1] for _, V in pairs), default=serving.k),
             "kept_max": max((V.shape[1] for _, V in pairs), default=0)}
