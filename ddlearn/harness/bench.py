@@ -152,7 +152,9 @@ def provenance(script: str, argv: list[str], options: dict, comm=COMM) -> dict:
         command = f"mpiexec -n {ranks} {command}"
     git = None
     if comm.Get_rank() == 0:
-        status = _git("status", "--porcelain", "--untracked-files=no")
+        # results are not code: a run that writes several files is not "dirty" by its own
+        status = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                      f":(exclude){RESULTS.relative_to(ROOT)}")
         git = (_git("rev-parse", "HEAD"), None if status is None else bool(status))
     commit, dirty = comm.bcast(git, root=0)
     cores = os.cpu_count()
