@@ -11,7 +11,7 @@
   says where it lives in history, ``git show <commit>:<path>``); every relative markdown link
   and image resolves, ``#anchors`` included; every dotted ``ddlearn.…`` name and every
   ``python -m MODULE`` resolves.
-- The Python examples in ``README.md`` run.
+- The Python examples in ``README.md`` run, and its headline table is the committed main job's.
 
 Fast: nothing here starts a process or runs a benchmark.
 """
@@ -19,12 +19,14 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from ddlearn.decomposition.partition import PARTITIONERS
+from ddlearn.harness import report
 from ddlearn.pc.registry import COARSE_SPACES, coarse_space_class
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,6 +259,17 @@ def _first_column(text: str, heading: str) -> set[str]:
     section = text[text.index(heading):]
     table = re.search(r"^\|.*?(?=^[^|])", section, re.M | re.S).group(0)
     return set(re.findall(r"^\|\s*`([\w+]+)`", table, re.M))
+
+
+def test_readme_headline_is_the_committed_main_job():
+    """The README's headline table is what ``python -m ddlearn.harness.report --headline``
+    makes from the main job's committed JSON: it cannot drift from the data."""
+    readme = (ROOT / "README.md").read_text()
+    marked = re.search(r"<!-- headline -->\n(.*?)\n<!-- /headline -->", readme, re.S)
+    assert marked, "README.md lost its <!-- headline --> markers"
+    results = ROOT / "benchmarks" / "results" / "main_job"
+    reports = [json.loads((results / name).read_text()) for name, _ in report.HEADLINE]
+    assert marked.group(1) == report.headline(reports, [label for _, label in report.HEADLINE])
 
 
 def test_docs_list_every_coarse_space_and_partitioner():

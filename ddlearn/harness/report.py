@@ -2,15 +2,19 @@
 
     python -m ddlearn.harness.report FILE [FILE ...]
     python -m ddlearn.harness.report --report [--out DIR]
+    python -m ddlearn.harness.report --headline
 
 reprints the tables of the main job (``examples/poisson.py``) from the JSON it wrote, e.g.
 ``python -m ddlearn.harness.report benchmarks/results/main_job/main_job_*.json``; with
 ``--report``, writes ``DIR/README.md`` (default ``benchmarks/results/main_job/``) from every
-``main_job*.json`` in DIR.
+``main_job*.json`` in DIR; with ``--headline``, rewrites the README's headline table (between
+its ``<!-- headline -->`` markers) from the default run's two JSONs (:data:`HEADLINE`).
 """
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 
 import matplotlib
 
@@ -19,7 +23,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from . import bench  # noqa: E402
 
-__all__ = ["format_table", "format_report", "plot_histories"]
+__all__ = ["format_table", "format_report", "headline", "plot_histories", "HEADLINE"]
+
+#: the default main job's tables, in the README's headline: (JSON in results/main_job, column)
+HEADLINE = (("main_job_poisson2d.json", "Poisson"),
+            ("main_job_random_channels.json", "random channels, contrast 1e6"))
+_MARKERS = re.compile(r"(<!-- headline -->\n).*?(<!-- /headline -->)", re.S)
 
 
 def format_table(results, label: str = "method") -> str:
@@ -55,6 +64,30 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def headline(reports: list[dict], names: list[str]) -> str:
+    """The README's headline: per method, iterations and set-up + solve seconds (slowest rank)
+    of each report (a column per problem, ``names``), the runs' settings and provenance under
+    it."""
+    cols = [{r["method"]: r for r in rep["results"]} for rep in reports]
+    methods = list(dict.fromkeys(m for c in cols for m in c))
+    cell = [lambda r: f"{r['iterations']}" + ("" if r["reason"].startswith("CONVERGED")
+                                               else f" ({r['reason']})"),
+            lambda r: f"{r['setup_s'] + r['solve_s']:.1f}"]
+    head = ["method"] + [f"{n}: {w}" for n in names for w in ("iterations", "set-up + solve s")]
+    rows = [[m] + [f(c[m]) if m in c else "–" for c in cols for f in cell] for m in methods]
+    p, stamp = reports[0]["problem"], reports[0].get("provenance", {})
+    grid = "×".join(str(g) for g in p["grid"])
+    return "\n".join([
+        bench.markdown_table(head, rows, "l" + "rr" * len(cols)), "", *textwrap.wrap(
+        f"{grid} unknowns, N = {reports[0]['subdomains']} subdomains, overlap {p['overlap']}, "
+        f"{reports[0]['ksp_type']} to rtol {reports[0]['rtol']:g} from a random right-hand side; "
+        f"{reports[0]['ranks']} ranks on {reports[0]['cores']} cores ({stamp.get('processor')}, "
+        f"oversubscribed); times are the slowest rank's, `attention`'s training excluded. "
+        f"Measured by `{stamp.get('command')}` at commit {str(stamp.get('commit'))[:10]}; "
+        f"regenerated from `benchmarks/results/main_job/` by "
+        f"`python -m ddlearn.harness.report --headline`.", 96)])
+
+
 def plot_histories(results, path: str, title: str = "") -> None:
     """Semilog plot of relative residual norm against iteration, one line per method."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -74,8 +107,17 @@ def plot_histories(results, path: str, title: str = "") -> None:
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = bench.parser("main_job", __doc__, "(no effect here)", "-m ddlearn.harness.report")
     ap.add_argument("files", nargs="*", metavar="FILE", help="JSON written by examples/poisson.py")
+    ap.add_argument("--headline", action="store_true",
+                    help="rewrite the headline table of README.md from DIR's default-run JSON")
     args = bench.parse(ap, argv)
-    if args.report:
+    if args.headline:
+        reports = [bench.read(f"{args.out}/{name}") for name, _ in HEADLINE]
+        table = headline(reports, [label for _, label in HEADLINE])
+        readme = bench.ROOT / "README.md"
+        text = _MARKERS.sub(lambda m: f"{m[1]}{table}\n{m[2]}", readme.read_text(), count=1)
+        if bench.COMM.Get_rank() == 0:
+            bench.atomic_write(str(readme), lambda f: f.write(text.encode()))
+    elif args.report:
         files = bench.results(args)
         reports = list(files.values())
         bench.write_readme(args, "The main job", [
