@@ -39,13 +39,14 @@ import torch  # noqa: E402
 from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
 from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention  # noqa: E402
+from ddlearn.learned.operators.checkpoint import MODELS  # noqa: E402
 from ddlearn.learned.operators.data import make_splits  # noqa: E402
 from ddlearn.learned.operators.data_init import data_init  # noqa: E402
 from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus  # noqa: E402
 from ddlearn.learned.operators.protocol import budget_ladder, lr_sweep  # noqa: E402
 from ddlearn.learned.operators.training import evaluate  # noqa: E402
 
-FAMILIES = ("schwarz", "global", "flare", "flare++")
+FAMILIES = tuple(MODELS)
 THRESHOLDS = (1e-2, 3e-3)
 OVERLAP = 2
 
@@ -262,7 +263,10 @@ def scaling_table(sc) -> str:
     return "\n".join(lines)
 
 
-COLOURS = {"schwarz": "tab:blue", "global": "tab:red", "flare": "tab:green", "flare++": "tab:purple"}
+# the four models' colours of the committed plots; a model added to the registry takes the next
+# colours of matplotlib's cycle
+COLOURS = {"schwarz": "tab:blue", "global": "tab:red", "flare": "tab:green", "flare++": "tab:purple",
+           **{f: f"C{5 + k}" for k, f in enumerate(FAMILIES[4:])}}
 
 
 def ladder_plot(recs, n, path):

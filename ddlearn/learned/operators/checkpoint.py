@@ -17,7 +17,7 @@ from ..common import read_payload
 from .attention import GlobalAttention, SchwarzAttention
 from .flare import FLARE, FLAREPlusPlus
 
-__all__ = ["save", "load", "build_model", "architecture", "FORMAT", "VERSION"]
+__all__ = ["MODELS", "save", "load", "build_model", "architecture", "FORMAT", "VERSION"]
 
 FORMAT = "ddlearn-checkpoint"
 VERSION = 1
@@ -29,15 +29,24 @@ def architecture(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in ("seed", "init_scale")}
 
 
-def build_model(config: dict) -> torch.nn.Module:
-    """Construct a fresh model from its ``config`` dict."""
+#: The operator-learning models by ``kind``: what a checkpoint can rebuild and what the study
+#: compares, in the study's order. A new model is its module and one line here.
+MODELS: dict[str, type[torch.nn.Module]] = {c.kind: c for c in (
+    SchwarzAttention,
+    GlobalAttention,
+    FLARE,
+    FLAREPlusPlus,
+)}
 
-    kinds = {c.kind: c for c in (GlobalAttention, SchwarzAttention, FLARE, FLAREPlusPlus)}
+
+def build_model(config: dict) -> torch.nn.Module:
+    """Construct a fresh model from its ``config`` dict (its ``kind`` names the class in
+    :data:`MODELS`)."""
     args = dict(config)
     kind = args.pop("kind", None)
-    if kind not in kinds:
-        raise ValueError(f"unknown model kind {kind!r}; known kinds are {sorted(kinds)}")
-    return kinds[kind](**args)
+    if kind not in MODELS:
+        raise ValueError(f"unknown model kind {kind!r}; known kinds are {sorted(MODELS)}")
+    return MODELS[kind](**args)
 
 
 def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, **extra) -> None:
