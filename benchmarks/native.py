@@ -6,7 +6,7 @@
 Exports a learned preconditioner for 2D Poisson n x n with N subdomains (away from its classical
 start, so that every learned piece is exercised), then launches with mpiexec (a) this script as a
 worker that runs CG on b = 1 with the Python PC (`ddlearn.pc.SchwarzAttentionPC`, mode learned)
-and reads its PCApply time from PETSc's log (also timing a tight loop of applies), and (b) the plain C program `build/laplace2d` with the plugin and `-log_view`, whose
+and reads its PCApply time from PETSc's log (also timing a tight loop of applies), and (b) the plain C program `build/c_client` with the plugin and `-log_view`, whose
 PCApply line gives the native time per apply. Writes ``native.json``.
 """
 from __future__ import annotations
@@ -108,7 +108,7 @@ def main(argv=None):
     from ddlearn.pc.export import export
     from ddlearn.learned.coarse.basis import LearnedBasis
 
-    program, lib = os.path.join(BUILD, "laplace2d"), os.path.join(BUILD, "libddlearn_petsc.so")
+    program, lib = os.path.join(BUILD, "c_client"), os.path.join(BUILD, "libddlearn_petsc.so")
     if not (os.path.exists(program) and os.path.exists(lib)):
         raise SystemExit("the native plugin is not built: run scripts/setup.sh")
     p, S, omega = _model(args.n, args.N)
@@ -122,7 +122,9 @@ def main(argv=None):
                                  str(args.applies)], capture_output=True, text=True, check=True)
             python = json.loads(py.stdout.strip().splitlines()[-1])
             nat = subprocess.run(["mpiexec", "-n", str(ranks), program, "-n", str(args.n),
-                                  "-ksp_type", "cg", "-dll_append", lib, "-pc_type", "ddlearn",
+                                  "-ksp_type", "cg", "-ksp_rtol", "1e-8",
+                                  "-ksp_norm_type", "unpreconditioned",
+                                  "-dll_append", lib, "-pc_type", "ddlearn",
                                   "-ddlearn_model", model, "-log_view", f":{log}"],
                                  capture_output=True, text=True, check=True)
             fields = next(ln for ln in open(log) if ln.startswith("PCApply ")).split()

@@ -9,6 +9,11 @@
     -dim {2,3}          dimension (default 2)
     -n N                points per direction (default 31)
     -max_residual R     fail unless the solve converged with a true relative residual <= R
+    -expect_iterations K   fail unless the solve took K iterations, give or take the one
+                        iteration that round-off can move (the same operator applied by another
+                        code converges alike, not to the same last digit)
+    -pc_apply_check FILE   FILE holds Vecs x and y (natural numbering): fail unless
+                        ||PC(x) - y|| <= 1e-12 ||y||
 
   ddlearn's Python preconditioner from this program: PETSc starts Python when it is given
   -python (the interpreter whose site-packages hold petsc4py and ddlearn), and PETSC_DIR must be
@@ -17,6 +22,11 @@
     PETSC_DIR=$(python -c "import petsc; print(petsc.get_petsc_dir())") \
     mpiexec -n 4 build/c_client -python "$(which python)" -ksp_type cg \
             -pc_type python -pc_python_type ddlearn.pc.TwoLevelSchwarzPC
+
+  ddlearn's native plugin (an exported learned preconditioner, no Python at run time):
+
+    mpiexec -n 4 build/c_client -n 63 -ksp_type cg -dll_append build/libddlearn_petsc.so \
+            -pc_type ddlearn -ddlearn_model model.petsc
 */
 #include <petscksp.h>
 
@@ -25,17 +35,20 @@ int main(int argc, char **argv)
   Mat                A;
   Vec                x, b, r;
   KSP                ksp;
-  PetscInt           dim = 2, n = 31, N, lo, hi, row, c[3], d, its, ncols;
+  PetscInt           dim = 2, n = 31, N, lo, hi, row, c[3], d, its, ncols, expect = -1;
   PetscInt           cols[7];
   PetscScalar        vals[7];
   PetscReal          h2inv, rnorm, bnorm, max_residual = -1.0;
   KSPConvergedReason reason;
+  char               check[PETSC_MAX_PATH_LEN] = "";
 
   PetscFunctionBeginUser;
   PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-dim", &dim, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-n", &n, NULL));
   PetscCall(PetscOptionsGetReal(NULL, NULL, "-max_residual", &max_residual, NULL));
+  PetscCall(PetscOptionsGetInt(NULL, NULL, "-expect_iterations", &expect, NULL));
+  PetscCall(PetscOptionsGetString(NULL, NULL, "-pc_apply_check", check, sizeof(check), NULL));
   PetscCheck(dim == 2 || dim == 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-dim must be 2 or 3, not %" PetscInt_FMT, dim);
   PetscCheck(n > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-n must be positive, not %" PetscInt_FMT, n);
   N     = dim == 2 ? n * n : n * n * n;
@@ -73,6 +86,31 @@ int main(int argc, char **argv)
   PetscCall(KSPCreate(PETSC_COMM_WORLD, &ksp));
   PetscCall(KSPSetOperators(ksp, A, A));
   PetscCall(KSPSetFromOptions(ksp));
+  PetscCall(KSPSetUp(ksp));
+  if (check[0]) {
+    PetscViewer viewer;
+    Vec         cx, cy, py;
+    PC          pc;
+    PetscReal   err, ynorm;
+
+    PetscCall(PetscViewerBinaryOpen(PETSC_COMM_WORLD, check, FILE_MODE_READ, &viewer));
+    PetscCall(VecDuplicate(b, &cx));
+    PetscCall(VecDuplicate(b, &cy));
+    PetscCall(VecDuplicate(b, &py));
+    PetscCall(VecLoad(cx, viewer));
+    PetscCall(VecLoad(cy, viewer));
+    PetscCall(PetscViewerDestroy(&viewer));
+    PetscCall(KSPGetPC(ksp, &pc));
+    PetscCall(PCApply(pc, cx, py));
+    PetscCall(VecAXPY(py, -1.0, cy));
+    PetscCall(VecNorm(py, NORM_2, &err));
+    PetscCall(VecNorm(cy, NORM_2, &ynorm));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "apply_error %.3e\n", (double)(err / ynorm)));
+    PetscCheck(err <= 1e-12 * ynorm, PETSC_COMM_WORLD, PETSC_ERR_PLIB, "preconditioner apply differs from the reference by %g (relative)", (double)(err / ynorm));
+    PetscCall(VecDestroy(&cx));
+    PetscCall(VecDestroy(&cy));
+    PetscCall(VecDestroy(&py));
+  }
   PetscCall(KSPSolve(ksp, b, x));
 
   PetscCall(KSPGetIterationNumber(ksp, &its));
@@ -82,6 +120,7 @@ int main(int argc, char **argv)
   PetscCall(VecNorm(r, NORM_2, &rnorm));
   PetscCall(VecNorm(b, NORM_2, &bnorm));
   PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%" PetscInt_FMT "D n = %" PetscInt_FMT " (%" PetscInt_FMT " unknowns): iterations %" PetscInt_FMT " reason %s true_residual %.3e\n", dim, n, N, its, KSPConvergedReasons[reason], (double)(rnorm / bnorm)));
+  PetscCheck(expect < 0 || PetscAbsInt(its - expect) <= 1, PETSC_COMM_WORLD, PETSC_ERR_PLIB, "expected %" PetscInt_FMT " iterations (+-1), got %" PetscInt_FMT, expect, its);
   PetscCheck(max_residual < 0 || (reason > 0 && rnorm <= max_residual * bnorm), PETSC_COMM_WORLD, PETSC_ERR_NOT_CONVERGED, "the solve did not converge to a true relative residual <= %g (reason %s, residual %.3e)", (double)max_residual, KSPConvergedReasons[reason], (double)(rnorm / bnorm));
 
   PetscCall(KSPDestroy(&ksp));
