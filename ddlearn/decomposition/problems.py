@@ -15,7 +15,10 @@ from .coefficients import FAMILIES, coefficient
 
 __all__ = ["Problem", "Poisson1D", "Poisson2D", "Poisson3D", "Diffusion", "Diffusion2D",
            "Diffusion3D", "channels", "make_problem", "problem_dim", "family_problem_name",
-           "PROBLEMS"]
+           "PROBLEMS", "FACES"]
+
+#: the face coefficients :class:`Diffusion` knows: the mean of the two point values
+FACES = ("harmonic", "arithmetic")
 
 
 class Problem:
@@ -107,8 +110,11 @@ class Diffusion(Problem):
     (2D ``j = iy n + ix``, 3D ``j = iz n^2 + iy n + ix``).
 
     The coefficient on the face (edge in 2D) between neighbouring grid points :math:`p` and
-    :math:`q` is the harmonic mean :math:`\kappa_{pq} = 2\kappa_p\kappa_q/(\kappa_p+\kappa_q)`,
-    so a high-contrast jump is not smeared over a face;
+    :math:`q` is, with ``faces="harmonic"`` (the default), the harmonic mean
+    :math:`\kappa_{pq} = 2\kappa_p\kappa_q/(\kappa_p+\kappa_q)`, so a high-contrast jump is
+    not smeared over a face; with ``faces="arithmetic"`` the arithmetic mean
+    :math:`\kappa_{pq} = (\kappa_p+\kappa_q)/2`, as the Darcy data of the Fourier neural
+    operator (Li et al. 2021) are made;
 
     .. math:: (Au)_p = h^{-2}\sum_{q\sim p}\kappa_{pq}(u_p - u_q),\qquad h = 1/(n+1),
 
@@ -127,15 +133,21 @@ class Diffusion(Problem):
         Registry name shown by :meth:`describe`.
     info : dict, optional
         Extra entries of :meth:`describe` (e.g. a family's contrast and seed).
+    faces : {"harmonic", "arithmetic"}
+        The mean of the two point values that gives a face's coefficient (:data:`FACES`).
     """
 
     name = "diffusion"
 
     def __init__(self, n: int, kappa, dim: int = 2, label: str | None = None,
-                 info: dict | None = None):
+                 info: dict | None = None, faces: str = "harmonic"):
         n = _check_size(n, "n")
         if dim not in (2, 3):
             raise ValueError(f"Diffusion is 2D or 3D, got dim = {dim!r}; use Poisson1D in 1D")
+        if faces not in FACES:
+            raise ValueError(f"unknown faces={faces!r}: the face coefficient is one of "
+                             f"{', '.join(FACES)} (mean of the two point values)")
+        self.faces = faces
         self.grid = (n,) * dim
         shape = (n + 2,) * dim
         if callable(kappa):
@@ -154,9 +166,11 @@ class Diffusion(Problem):
         if label is not None:
             self.name = label
 
-    @staticmethod
-    def _edge(a, b):
-        """Harmonic mean :math:`2ab/(a+b)` of the two point values at a face."""
+    def _edge(self, a, b):
+        """The face coefficient from the two point values: the harmonic mean
+        :math:`2ab/(a+b)` or the arithmetic mean :math:`(a+b)/2` (``faces``)."""
+        if self.faces == "arithmetic":
+            return 0.5 * (a + b)
         return 2.0 * a * b / (a + b)
 
     def rows(self, idx):
@@ -198,6 +212,8 @@ class Diffusion(Problem):
     def describe(self):
         d = super().describe()
         d["kappa_min"], d["kappa_max"] = float(self.kappa.min()), float(self.kappa.max())
+        if self.faces != "harmonic":
+            d["faces"] = self.faces
         return {**d, **self.info}
 
 
@@ -207,8 +223,9 @@ class Diffusion2D(Diffusion):
 
     name = "diffusion2d"
 
-    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None):
-        super().__init__(n, kappa, 2, label, info)
+    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None,
+                 faces: str = "harmonic"):
+        super().__init__(n, kappa, 2, label, info, faces)
 
 
 class Diffusion3D(Diffusion):
@@ -218,8 +235,9 @@ class Diffusion3D(Diffusion):
 
     name = "diffusion3d"
 
-    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None):
-        super().__init__(n, kappa, 3, label, info)
+    def __init__(self, n: int, kappa, label: str | None = None, info: dict | None = None,
+                 faces: str = "harmonic"):
+        super().__init__(n, kappa, 3, label, info, faces)
 
 
 class Poisson2D(Diffusion2D):
