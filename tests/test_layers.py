@@ -1,8 +1,10 @@
 """The package's layers import downwards only, with no import hidden inside a function.
 
-Layers, bottom to top: ``ddlearn.decomposition`` < ``ddlearn.classical`` < ``ddlearn.learned``
-< ``ddlearn.pc`` < ``ddlearn.harness`` (the comparison harness of the benchmarks; nothing below
-imports it). Checked on the source with :mod:`ast`, so it holds whatever the tests happen to
+Layers, bottom to top: ``ddlearn.decomposition`` < ``ddlearn.nn`` < ``ddlearn.classical`` <
+``ddlearn.learned`` < ``ddlearn.pc`` < ``ddlearn.harness`` (the comparison harness of the
+benchmarks; nothing below imports it). ``ddlearn.nn`` (the torch token mixers) is a side branch:
+it imports torch and the PETSc-free modules of ``ddlearn.decomposition`` only, and the classical
+layer never imports it. Checked on the source with :mod:`ast`, so it holds whatever the tests happen to
 import.
 
 The one lazy import is allowed by name: :func:`ddlearn.pc.registry.load` imports the module of a
@@ -19,13 +21,17 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LAYERS = ["ddlearn.decomposition", "ddlearn.classical", "ddlearn.learned", "ddlearn.pc",
+LAYERS = ["ddlearn.decomposition", "ddlearn.nn", "ddlearn.classical", "ddlearn.learned", "ddlearn.pc",
           "ddlearn.harness"]
 # the functions allowed to import a module at run time (a dynamic import), by module and name
 LAZY_LOADERS = {("ddlearn.pc.registry", "load")}
 # a third-party module of an extra, and the lowest layer that may import it
 OPTIONAL = {"torch": "ddlearn.learned", "tqdm": "ddlearn.learned",
             "matplotlib": "ddlearn.harness"}
+# side branches: a layer that may use an extra below its lowest layer, and the layers that may
+# not import it although they sit above it
+EXTRA_USERS = {"torch": ("ddlearn.nn",), "tqdm": ("ddlearn.nn",)}
+NEVER_IMPORTS = {"ddlearn.classical": ("ddlearn.nn",)}
 # calls that import a module by name (loading a script file by its path is not one)
 DYNAMIC = {"import_module", "__import__"}
 TARGET = re.compile(r"(ddlearn(?:\.\w+)*):\w+")
@@ -100,13 +106,17 @@ def violations(module: str, source: str, package: bool = False) -> list[str]:
                          f"({inside[id(node)]})")
         for name in names:
             top = name.split(".")[0]
-            if top in OPTIONAL and here < _layer(OPTIONAL[top]):
+            if top in OPTIONAL and here < _layer(OPTIONAL[top]) \
+                    and not module.startswith(EXTRA_USERS.get(top, ("-",))):
                 found.append(f"{node.lineno}: imports {top} (an extra) below {OPTIONAL[top]}")
             if top != "ddlearn":
                 continue
             there = _layer(name)
             if there is None or there > here:
                 found.append(f"{node.lineno}: imports {name} from a higher layer")
+            for low, banned in NEVER_IMPORTS.items():
+                if module.startswith(low) and name.startswith(banned):
+                    found.append(f"{node.lineno}: {low} may not import {name} (a side branch)")
     return found
 
 
@@ -164,3 +174,17 @@ def test_the_rules_allow_the_lazy_loader_by_name_only(module, source, expected):
         assert found == []
     else:
         assert any(expected in f for f in found), found
+
+
+def test_nn_imports_no_petsc():
+    """``ddlearn.nn`` and every module of it run where torch is installed and PETSc is not: a
+    fresh interpreter importing all of them loads neither petsc4py nor mpi4py's PETSc users."""
+    import subprocess
+    import sys
+    modules = [_module(p) for p in sorted((ROOT / "ddlearn" / "nn").glob("*.py"))
+               if p.name != "distributed.py"]  # the MPI version needs mpi4py, still no PETSc
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in modules)
+            + "print('petsc4py' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -35,14 +35,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import pymetis
 import scipy.sparse as sp
 from petsc4py import PETSc
 
 from .collective import collective_check
 from .layout import column_groups, gather_rows
 from .parallel_partition import DistributedGraph, distinct_values, rank_shares, rcb_labels
-from .structured import box_grid, split
+from .serial_partition import box_partition, grow_overlap, metis_partition, rcb_partition
 
 __all__ = ["PartitionInput", "Labels", "PARTITIONERS", "default_partitioner", "box_partition",
            "rcb_partition", "metis_partition", "grow_overlap"]
@@ -229,69 +228,3 @@ def default_partitioner(A: PETSc.Mat, has_coordinates: bool) -> str:
     if column_groups(A) is not None:
         return "groups"
     return "boxes" if has_coordinates else "metis"
-
-
-# -- serial definitions (the references of the gather-free partitioners) ----------------------
-
-def box_partition(coords: np.ndarray, N: int, values=None):
-    """Box-grid partition of points: ``(part, axis_index, offsets)`` with ``axis_index[:, a]``
-    the position of each point's coordinate among the distinct values of axis ``a``
-    (``values[a]``, sorted; by default those of ``coords``, else all ranks' from
-    :func:`~.parallel_partition.distinct_values`) and ``offsets[a]`` the split of those values
-    into boxes (subdomain ``bx + N_x by``)."""
-    grid = box_grid(N, coords.shape[1])
-    axis_index, offsets, part, stride = [], [], np.zeros(len(coords), dtype=np.int64), 1
-    for a, B in enumerate(grid):
-        axis = np.unique(coords[:, a]) if values is None else values[a]
-        if B > len(axis):
-            raise ValueError(f"{B} boxes along axis {a} but only {len(axis)} distinct "
-                             f"coordinates")
-        idx = np.searchsorted(axis, coords[:, a])
-        off = split(len(axis), B)
-        part += stride * (np.searchsorted(off, idx, side="right") - 1)
-        axis_index.append(idx)
-        offsets.append(off)
-        stride *= B
-    return part, np.stack(axis_index, axis=1), offsets
-
-
-def rcb_partition(coords: np.ndarray, N: int) -> np.ndarray:
-    """Recursive coordinate bisection into ``N`` parts of sizes proportional to their share of
-    ``N``: each cut is across the longest extent, at the matching quantile of the order
-    (coordinate, point number). Serial; :func:`~.parallel_partition.rcb_labels` gives the same
-    parts with the points spread over ranks."""
-    part = np.zeros(len(coords), dtype=np.int64)
-    stack = [(np.arange(len(coords)), 0, N)]
-    while stack:
-        idx, first, count = stack.pop()
-        if count == 1:
-            part[idx] = first
-            continue
-        left = count // 2
-        pts = coords[idx]
-        axis = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
-        order = idx[np.lexsort((idx, pts[:, axis]))]
-        cut = int(round(len(idx) * left / count))
-        stack += [(order[:cut], first, left), (order[cut:], first + left, count - left)]
-    return part
-
-
-def metis_partition(G: sp.csr_matrix, N: int) -> np.ndarray:
-    """METIS k-way partition of the graph ``G`` (symmetric, no diagonal) into ``N`` parts."""
-    if N == 1:
-        return np.zeros(G.shape[0], dtype=np.int64)
-    _, membership = pymetis.part_graph(N, adjacency=pymetis.CSRAdjacency(G.indptr, G.indices))
-    return np.asarray(membership, dtype=np.int64)
-
-
-def grow_overlap(G: sp.csr_matrix, part: np.ndarray, N: int, overlap: int) -> sp.csc_matrix:
-    r"""Incidence matrix ``(n, N)`` of the overlapping subdomains: column ``i`` marks
-    :math:`I_i`, part ``i`` grown by ``overlap`` layers of the graph ``G`` (serial; the
-    reference for :func:`~.parallel_partition.grow_overlap_parallel`)."""
-    n = len(part)
-    S = sp.csr_matrix((np.ones(n, dtype=np.int32), (np.arange(n), part)), shape=(n, N))
-    # int32 counts: an int8 product can wrap to 0 on a node with 256 neighbours in I_i
-    step = (G + sp.identity(n, dtype=np.int32, format="csr")).astype(np.int32)
-    for _ in range(overlap):
-        S = ((step @ S) != 0).astype(np.int32)
-    return S.tocsc()

@@ -1,0 +1,244 @@
+r"""Token layouts: the overlapping subdomains, partition of unity and coarse basis of a point
+cloud, built once from the token coordinates and cached.
+
+A layout of ``T`` tokens at points :math:`p_t\in\mathbb R^{dim}` holds, as in the solver:
+
+- ``N`` non-overlapping parts from one of the project's partitioners (``boxes``, ``rcb``,
+  ``metis``; :mod:`ddlearn.decomposition.serial_partition`), each grown by ``overlap`` layers of
+  the token graph into the overlapping index set :math:`I_i` (:math:`R_i` its restriction);
+- the partition of unity :math:`D_i = \mathrm{diag}(1/m_t,\ t\in I_i)` with :math:`m_t` the
+  number of sets containing token ``t``, so that :math:`\sum_i R_i^TD_iR_i = I`;
+- a coarse basis :math:`\Phi\in\mathbb R^{T\times n_0}` whose rows sum to one: ``pou`` (the
+  default, one column per subdomain, :math:`\Phi e_i = R_i^TD_iR_i\mathbf 1`, Nicolaides' space)
+  or ``hats`` (the Q1 interface hats of a box partition, :func:`~ddlearn.decomposition.coarse.
+  hats_on_boxes`, completed to a partition of unity near the boundary by a last column).
+
+The token graph is given (a mesh's adjacency) or built from the coordinates: the ``2 dim``
+nearest neighbours of every token, symmetrised (on a tensor grid: the grid graph, plus the
+diagonal neighbours of boundary points).
+
+The index sets are stored padded to the largest subdomain, ``index`` of shape ``(N, n_max)``
+with padding ``T`` (a dummy token) and weights ``sqrt_D`` zero there, so that a mixer gathers all
+subdomains in one indexing call and never loops over them.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from scipy.spatial import cKDTree
+
+from ..decomposition.coarse import hats_on_boxes
+from ..decomposition.serial_partition import (box_partition, grow_overlap, metis_partition,
+                                              rcb_partition)
+
+__all__ = ["TokenLayout", "token_graph", "PARTITIONERS", "COARSE_BASES"]
+
+PARTITIONERS = ("boxes", "rcb", "metis")
+COARSE_BASES = ("pou", "hats")
+
+_CACHE: dict[tuple, "TokenLayout"] = {}
+
+
+def token_graph(coords: np.ndarray) -> sp.csr_matrix:
+    """Symmetric adjacency (no diagonal) of the ``2 dim`` nearest neighbours of every point."""
+    T, dim = coords.shape
+    k = min(2 * dim, T - 1)
+    if k < 1:
+        return sp.csr_matrix((T, T))
+    _, nb = cKDTree(coords).query(coords, k=k + 1)
+    rows = np.repeat(np.arange(T), k)
+    G = sp.csr_matrix((np.ones(T * k), (rows, nb[:, 1:].reshape(-1))), shape=(T, T))
+    G = ((G + G.T) > 0).astype(np.float64)
+    G.setdiag(0)
+    G.eliminate_zeros()
+    return G.tocsr()
+
+
+def _fingerprint(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(eq=False)
+class TokenLayout:
+    r"""Subdomains, partition of unity and coarse basis of ``T`` tokens (see module docstring).
+
+    Build with :meth:`build`; equal arguments return the same cached object.
+
+    Attributes
+    ----------
+    tokens, dim : int
+        ``T`` and the coordinate dimension.
+    index : ndarray, shape (N, n_max)
+        Token numbers of :math:`I_i`, padded with ``T``.
+    sqrt_D : ndarray, shape (N, n_max)
+        :math:`D_i^{1/2}` on :math:`I_i`, zero on the padding.
+    sizes : ndarray, shape (N,)
+        :math:`n_i = |I_i|`.
+    phi_rows, phi_cols, phi_vals : ndarray
+        :math:`\Phi` in coordinate format; ``n0`` its columns.
+    settings : dict
+        The arguments it was built from; ``fingerprint`` identifies coordinates + settings.
+    """
+
+    tokens: int
+    dim: int
+    index: np.ndarray
+    sqrt_D: np.ndarray
+    sizes: np.ndarray
+    part: np.ndarray
+    phi_rows: np.ndarray
+    phi_cols: np.ndarray
+    phi_vals: np.ndarray
+    n0: int
+    settings: dict
+    fingerprint: str
+    _tensors: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def N(self) -> int:
+        return len(self.sizes)
+
+    @classmethod
+    def build(cls, coords, subdomains: int | None = None, overlap: int = 1,
+              partitioner: str = "boxes", coarse: str = "pou", subdomain_size: int | None = None,
+              graph: sp.spmatrix | None = None) -> "TokenLayout":
+        r"""The layout of the points ``coords`` (shape ``(T, dim)``), cached.
+
+        Parameters
+        ----------
+        coords : array_like, shape (T, dim)
+        subdomains : int, optional
+            ``N``. Default: ``T / subdomain_size`` rounded, else 16.
+        overlap : int
+            Graph layers added to every part (0: non-overlapping).
+        partitioner : {'boxes', 'rcb', 'metis'}
+        coarse : {'pou', 'hats'}
+            ``hats`` needs ``partitioner='boxes'``.
+        subdomain_size : int, optional
+            Target tokens per part, so that a finer mesh gets more subdomains of the same size.
+        graph : sparse matrix, shape (T, T), optional
+            Token adjacency (default :func:`token_graph`).
+
+        Raises
+        ------
+        ValueError
+            For coordinates that are not a finite ``(T, dim)`` array, an unknown partitioner or
+            coarse basis, ``N`` outside ``1..T``, a negative overlap, a graph of the wrong
+            shape, or a partition with an empty part.
+        """
+        coords = np.asarray(coords, dtype=np.float64)
+        if coords.ndim != 2 or coords.shape[0] < 1 or coords.shape[1] < 1:
+            raise ValueError(f"coords must have shape (tokens, dim), got {coords.shape}")
+        if not np.all(np.isfinite(coords)):
+            raise ValueError("coords contain NaN or inf: pass finite token coordinates")
+        T, dim = coords.shape
+        if partitioner not in PARTITIONERS:
+            raise ValueError(f"unknown partitioner {partitioner!r}: use one of {PARTITIONERS}")
+        if coarse not in COARSE_BASES:
+            raise ValueError(f"unknown coarse basis {coarse!r}: use one of {COARSE_BASES}")
+        if coarse == "hats" and partitioner != "boxes":
+            raise ValueError("coarse='hats' needs partitioner='boxes' (hats live on a box grid); "
+                             "use coarse='pou' with rcb or metis")
+        if subdomains is None:
+            subdomains = max(1, round(T / subdomain_size)) if subdomain_size else 16
+        N = int(subdomains)
+        if not 1 <= N <= T:
+            raise ValueError(f"subdomains must be in 1..{T} (the tokens), got {N}")
+        if int(overlap) < 0:
+            raise ValueError(f"overlap must be >= 0 graph layers, got {overlap}")
+        if graph is not None and graph.shape != (T, T):
+            raise ValueError(f"graph has shape {graph.shape}; it needs ({T}, {T}), one row and "
+                             f"column per token")
+        settings = {"subdomains": N, "overlap": int(overlap), "partitioner": partitioner,
+                    "coarse": coarse}
+        graph_key = "knn" if graph is None else _fingerprint(graph.tocsr().indptr,
+                                                              graph.tocsr().indices)
+        fp = _fingerprint(coords, np.frombuffer(repr(sorted(settings.items())).encode()
+                                                + graph_key.encode(), dtype=np.uint8))
+        if fp in _CACHE:
+            return _CACHE[fp]
+        G = token_graph(coords) if graph is None else sp.csr_matrix(graph, dtype=np.float64)
+        hats = None
+        if partitioner == "boxes":
+            try:
+                part, axis_index, offsets = box_partition(coords, N)
+            except ValueError as e:
+                raise ValueError(f"{e}: use fewer subdomains or partitioner='rcb'") from None
+            hats = (axis_index, offsets)
+        elif partitioner == "rcb":
+            part = rcb_partition(coords, N)
+        else:
+            part = metis_partition(G, N)
+        empty = np.flatnonzero(np.bincount(part, minlength=N) == 0)
+        if len(empty):
+            raise ValueError(f"the {partitioner} partition of {T} tokens into {N} parts left "
+                             f"{len(empty)} part(s) empty (e.g. {empty[:5].tolist()}): use fewer "
+                             f"subdomains or another partitioner")
+        S = grow_overlap(G, part, N, int(overlap)).tocsc()  # (T, N) incidence of the I_i
+        m = np.asarray(S.sum(axis=1)).ravel()
+        sizes = np.diff(S.indptr)
+        n_max = int(sizes.max())
+        index = np.full((N, n_max), T, dtype=np.int64)
+        sqrt_D = np.zeros((N, n_max))
+        for i in range(N):  # set-up only, once per layout
+            I = S.indices[S.indptr[i]:S.indptr[i + 1]]
+            index[i, :len(I)] = I
+            sqrt_D[i, :len(I)] = 1.0 / np.sqrt(m[I])
+        if coarse == "pou":
+            Phi = sp.csr_matrix((1.0 / m[S.tocoo().row], (S.tocoo().row, S.tocoo().col)),
+                                shape=(T, N))
+        else:
+            H = hats_on_boxes(*hats).tocsr()
+            rest = 1.0 - np.asarray(H.sum(axis=1)).ravel()
+            Phi = sp.hstack([H, sp.csr_matrix(np.where(rest > 1e-14, rest, 0.0)[:, None])]).tocsr()
+        Phi = Phi.tocoo()
+        layout = cls(T, dim, index, sqrt_D, sizes, part, Phi.row.astype(np.int64),
+                     Phi.col.astype(np.int64), Phi.data.astype(np.float64), Phi.shape[1],
+                     settings, fp)
+        _CACHE[fp] = layout
+        return layout
+
+    def check_tokens(self, x: torch.Tensor, who: str) -> None:
+        """Raise a clear error when ``x`` (``[batch, tokens, channels]``) does not fit."""
+        if x.dim() != 3:
+            raise ValueError(f"{who}: input must have shape [batch, tokens, channels], got "
+                             f"{tuple(x.shape)}")
+        if x.shape[1] != self.tokens:
+            raise ValueError(f"{who}: input has {x.shape[1]} tokens but the layout has "
+                             f"{self.tokens}: build the layout from this mesh's coordinates "
+                             f"(TokenLayout.build) and set it with set_layout")
+
+    def tensors(self, device, dtype) -> dict:
+        """The layout as torch tensors on ``device`` (cached per device and dtype): ``index``
+        (flattened), ``sqrt_D``, ``mask`` (True on real entries), ``n`` (sizes), ``phi_rows``,
+        ``phi_cols``, ``phi_vals``, ``phi_mean`` (:math:`\\Phi` scaled so that its columns sum
+        to one: pooling by weighted means)."""
+        key = (str(device), dtype)
+        if key not in self._tensors:
+            colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
+            t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
+            self._tensors[key] = {
+                "index": t(self.index.reshape(-1), torch.long),
+                "sqrt_D": t(self.sqrt_D),
+                "mask": t(self.sqrt_D > 0, torch.bool),
+                "n": t(self.sizes),
+                "phi_rows": t(self.phi_rows, torch.long),
+                "phi_cols": t(self.phi_cols, torch.long),
+                "phi_vals": t(self.phi_vals),
+                "phi_mean": t(self.phi_vals / colsum[self.phi_cols]),
+            }
+        return self._tensors[key]
+
+    def describe(self) -> dict:
+        return {**self.settings, "tokens": self.tokens, "n0": self.n0,
+                "max_subdomain": int(self.sizes.max()), "min_subdomain": int(self.sizes.min()),
+                "fingerprint": self.fingerprint}

@@ -1,0 +1,64 @@
+r"""The token-mixer interface: ``mixer(x)`` maps ``x`` of shape ``[batch, tokens, channels]``
+to the same shape.
+
+Every mixer of :data:`ddlearn.nn.registry.MIXERS` is a :class:`TokenMixer`: constructed as
+``Mixer(channels, heads=..., **options)``, holding only parameters that do not depend on the
+number of tokens, so that a model trained on one mesh runs on another. A mixer whose structure
+comes from the mesh (:attr:`needs_layout`) takes a :class:`~ddlearn.nn.layout.TokenLayout` with
+:meth:`set_layout`; the others ignore it.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["TokenMixer", "split_heads", "merge_heads"]
+
+
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """``[B, T, H d] -> [B, H, T, d]``."""
+    B, T, C = x.shape
+    return x.view(B, T, heads, C // heads).transpose(1, 2)
+
+
+def merge_heads(y: torch.Tensor) -> torch.Tensor:
+    """``[B, H, T, d] -> [B, T, H d]``."""
+    B, H, T, d = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * d)
+
+
+class TokenMixer(nn.Module):
+    """Base class: ``channels`` split into ``heads`` heads of ``channels // heads``.
+
+    Subclasses set :attr:`name` (their registry name) and implement :meth:`mix`;
+    :meth:`forward` checks the input first.
+    """
+
+    name = "mixer"
+    needs_layout = False
+
+    def __init__(self, channels: int, heads: int = 4):
+        super().__init__()
+        if channels < 1 or heads < 1 or channels % heads:
+            raise ValueError(f"{type(self).__name__}: channels ({channels}) must be a positive "
+                             f"multiple of heads ({heads})")
+        self.channels, self.heads, self.head_dim = int(channels), int(heads), channels // heads
+        self.layout = None
+
+    def set_layout(self, layout) -> None:
+        """Use ``layout`` (a :class:`~ddlearn.nn.layout.TokenLayout`) from now on."""
+        self.layout = layout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.channels:
+            raise ValueError(f"{self.name} mixer: input must have shape [batch, tokens, "
+                             f"{self.channels}], got {tuple(x.shape)}")
+        if self.needs_layout:
+            if self.layout is None:
+                raise ValueError(f"{self.name} mixer has no token layout: call "
+                                 f"set_layout(TokenLayout.build(coords, ...)) first")
+            self.layout.check_tokens(x, f"{self.name} mixer")
+        return self.mix(x)
+
+    def mix(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
