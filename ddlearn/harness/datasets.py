@@ -466,6 +466,8 @@ def ensure_dataset(family: str, dim: int, resolution: int, out_dir: str | None =
         requested = base["resolutions"]
     if isinstance(requested, (int, np.integer)):
         requested = [requested]
+    if isinstance(requested, str):
+        requested = requested.split(",")
     full = options(family, dim, resolutions=[int(resolution), *requested], **opts)
     path = os.path.join(out_dir, dataset_name(full, int(resolution)))
     ok = comm.bcast(_cached(path, full) if comm.Get_rank() == 0 else None, root=0)

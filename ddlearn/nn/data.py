@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -249,7 +250,8 @@ def load_dataset(path: str, verify: bool = True) -> Dataset:
     try:
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, KeyError) as e:   # a truncated or foreign archive
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        # a truncated, overwritten or foreign archive
         raise ValueError(f"dataset {npz} was modified or corrupted ({e}); regenerate it "
                          f"with: {command}") from None
     samples, grid = _check_arrays(arrays, f"dataset {npz}")
