@@ -204,3 +204,14 @@ def test_ensure_dataset_reuses_a_verified_cache_and_remakes_a_bad_one(tmp_path):
         f.write(b"\x01" * 8)
     datasets.ensure_dataset("inclusions", 2, 5, str(tmp_path), SELF, progress=False, **kw)
     assert load_dataset(path).record["sha256"] == first["sha256"]
+
+
+def test_command_line_writes_to_the_cache_folder_of_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDLEARN_DATA", str(tmp_path))
+    argv = ["--family", "channels", "--fine", "9", "--train", "1", "--test", "1", "--quiet"]
+    (path,) = datasets.main(argv, SELF)
+    assert os.path.dirname(path) == str(tmp_path)
+    assert load_dataset(path).record["command"] == "python -m ddlearn.harness.datasets " + \
+        " ".join(datasets.command_line(datasets.options("channels", fine=9, train=1, test=1)))
+    # a second call finds it cached and verified
+    assert datasets.main(argv, SELF) == [path]

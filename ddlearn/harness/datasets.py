@@ -487,8 +487,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--family", required=True, help=f"one of {', '.join(FAMILIES)}")
     ap.add_argument("--dim", type=int, default=2, help="2 or 3")
-    ap.add_argument("--out", default=None, metavar="DIR",
-                    help="cache folder (default $DDLEARN_DATA or ~/.cache/ddlearn/datasets)")
+    ap.add_argument("--out", default=data_dir(), metavar="DIR",
+                    help="cache folder ($DDLEARN_DATA or ~/.cache/ddlearn/datasets)")
     ap.add_argument("--fine", type=int, default=None,
                     help="fine grid points per side, boundary included (darcy 2D: 169; 421 is "
                          "FNO's; channels/inclusions: 50 in 2D, 18 in 3D)")
@@ -525,7 +525,7 @@ def main(argv: list[str] | None = None, comm=COMM) -> list[str]:
         values = [float(v) for v in args.values.split(",")]
     except ValueError:
         ap.error(f"--values {args.values!r}: two numbers LOW,HIGH, e.g. 3,12")
-    out = args.out if args.out is not None else data_dir()
+    out = args.out
     try:
         opts = options(args.family, args.dim, args.fine, args.resolutions, args.train,
                        args.test, args.seed, args.contrast, args.faces, args.rtol,
