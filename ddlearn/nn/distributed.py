@@ -1,0 +1,450 @@
+r"""Schwarz attention distributed over MPI ranks, like the solver: each rank holds the tokens it
+owns, exchanges the overlap with its neighbours and takes part in one allreduce for the coarse
+level.
+
+Ownership. The ``N`` subdomains of a :class:`~ddlearn.nn.layout.TokenLayout` go to the ``P``
+ranks in balanced contiguous blocks of subdomain numbers (rank ``r`` gets
+:math:`\{i:\ \lfloor rN/P\rfloor \le i < \lfloor (r+1)N/P\rfloor\}`, or any map given as
+``subdomain_ranks``); rank ``r`` owns the tokens :math:`O_r = \{t:\ \mathrm{part}(t)\text{ is
+one of its subdomains}\}` (the non-overlapping parts, so every token has exactly one owner) and
+receives as *ghosts* :math:`G_r = \bigcup_{i\in r} I_i \setminus O_r`, the overlap that other
+ranks own. Input and output of :meth:`DistributedSchwarzMixer.forward` are the owned rows,
+``[batch, |O_r|, channels]`` in increasing token number.
+
+With :math:`Y = Y_{loc} + Y_{c}` the output of :class:`~ddlearn.nn.schwarz.SchwarzMixer` (before
+:math:`W_O`), rank ``r`` computes
+
+.. math::
+
+    Y_{loc}|_{O_r} = \sum_{s}\ E_{s\to r}^T\Big(\sum_{i\in s} R_i^TD_i^{1/2}\,
+        \mathrm{Att}(R_iQ,\ R_iK,\ D_i^{1/2}R_iV)\Big),
+    \qquad
+    Y_c|_{O_r} = \Phi|_{O_r}\,\mathrm{Att}\Big(\sum_s \hat\Phi|_{O_s}^T Q,\ \dots\Big),
+
+in three communication steps per forward:
+
+1. *ghost exchange* (:math:`R_i` across ranks, PETSc's scatter FORWARD + INSERT): the rows of
+   :math:`G_r` are received from their owners, point to point; by default the input rows
+   :math:`x_t` (``channels`` numbers per row; :math:`Q, K, V` of the ghosts are then computed
+   locally, the same arithmetic as on the owner) or, with ``ghosts='qkv'``, the rows of
+   :math:`[Q\,K\,V]` (three times the bytes);
+2. *reverse exchange* (:math:`R_i^T` with ADD, SCATTER_REVERSE): the local output of rank
+   ``r``'s subdomains on its ghost rows is sent to their owners and added there;
+3. *coarse allreduce*: each rank pools its owned rows, :math:`\hat\Phi|_{O_r}^T[Q\,K\,V]`
+   (``[batch, n0, 3 channels]``), one ``Allreduce(SUM)`` gives :math:`\hat\Phi^T[Q\,K\,V]` on
+   every rank, the coarse attention is computed redundantly on every rank and spread to the
+   owned rows with :math:`\Phi|_{O_r}`.
+
+Every step is a :class:`torch.autograd.Function` whose backward is its adjoint: the ghost
+gather's backward sends the ghost gradients back to the owners and adds them (step 2), the
+reverse exchange's backward is a gather (step 1), and the backward of an allreduce-sum is an
+allreduce-sum of the gradients. Parameters are replicated: after ``loss.backward()`` with the
+global loss :math:`\sum_r \ell_r` (each rank's loss on its owned rows), each rank holds its share
+of every parameter gradient and :func:`allreduce_gradients` sums them, after which forward
+output, input gradients and parameter gradients equal the serial mixer's with the same
+parameters (up to the order of the floating-point sums). The module has the serial mixer's
+parameters under the same names, so one ``state_dict`` serves both.
+
+Bytes. :attr:`DistributedSchwarzMixer.traffic` counts the bytes this rank sent in its last
+forward (ghost rows, reverse-exchange rows, and the allreduce payload, i.e. the size of the array
+it contributes; the allreduce algorithm's own internal traffic is MPICH's business and not
+counted); :func:`exchange_plan` predicts the ghost and reverse rows of every rank from the layout
+alone (no communication), for any ``P``. The ghost bytes of a rank depend on the boundary of its
+own subdomains only, the coarse allreduce payload on :math:`n_0` (one column per subdomain with
+the default ``pou`` basis): it grows with the number of subdomains.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from .mixer import merge_heads, split_heads
+from .schwarz import SchwarzMixer
+
+__all__ = ["DistributedSchwarzMixer", "exchange_plan", "subdomain_blocks", "allreduce_gradients",
+           "broadcast_parameters", "GHOSTS"]
+
+GHOSTS = ("inputs", "qkv")
+
+
+def subdomain_blocks(N: int, P: int) -> np.ndarray:
+    r"""The rank of each of ``N`` subdomains: balanced contiguous blocks,
+    :math:`\mathrm{rank}(i) = \max\{r:\ \lfloor rN/P\rfloor \le i\}`.
+
+    Raises
+    ------
+    ValueError
+        When ``N < P`` (a rank would own nothing).
+    """
+    if N < P:
+        raise ValueError(f"the layout has {N} subdomain(s) for {P} ranks: every rank needs at "
+                         f"least one; build the layout with more subdomains (>= {P}) or run on "
+                         f"fewer ranks (<= {N})")
+    starts = (np.arange(P) * N) // P
+    return np.searchsorted(starts, np.arange(N), side="right") - 1
+
+
+def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
+    r"""Who owns and sends what, for ``rank`` of ``P`` (from the layout alone, no communication).
+
+    Returns
+    -------
+    dict
+        ``subdomains`` (this rank's subdomain numbers), ``owned`` (:math:`O_r`, increasing),
+        ``ghosts`` (:math:`G_r`, ordered by owner then token number), ``recv`` (``{owner:
+        count}`` of ghost rows, in ``ghosts``' order), ``send`` (``{rank: positions in owned}``
+        of the rows this rank sends to each neighbour, increasing token number, matching the
+        neighbour's ghost order), ``local`` (``index`` of the rank's subdomains in local
+        numbering :math:`[O_r, G_r]`, padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``)
+        and the owned part of :math:`\Phi` (``phi`` entries with owned rows: ``rows`` local,
+        ``cols``, ``vals``, ``mean``).
+    """
+    N, T = layout.N, layout.tokens
+    owner = subdomain_blocks(N, P) if subdomain_ranks is None else \
+        np.asarray(subdomain_ranks, dtype=np.int64)
+    if owner.shape != (N,) or owner.min() < 0 or owner.max() >= P:
+        raise ValueError(f"subdomain_ranks must give each of the {N} subdomains a rank in "
+                         f"0..{P - 1}")
+    missing = np.setdiff1d(np.arange(P), owner)
+    if len(missing):
+        raise ValueError(f"ranks {missing[:5].tolist()} get no subdomain: give every rank at "
+                         f"least one (more subdomains or fewer ranks)")
+    token_rank = owner[layout.part]  # the owner of every token
+    mine = np.flatnonzero(owner == rank)
+    owned = np.flatnonzero(token_rank == rank)
+
+    def touched(r):  # the tokens of rank r's subdomains, owned or not
+        idx = layout.index[owner == r]
+        return np.unique(idx[idx < T])
+
+    def ghosts_of(r):
+        t = touched(r)
+        t = t[token_rank[t] != r]
+        return t[np.lexsort((t, token_rank[t]))]
+
+    ghosts = ghosts_of(rank)
+    recv = {int(s): int(c) for s, c in zip(*np.unique(token_rank[ghosts], return_counts=True))}
+    pos = np.full(T + 1, -1, dtype=np.int64)
+    pos[owned] = np.arange(len(owned))
+    send = {}
+    # the ranks that may need my rows: those whose subdomains touch a token I own
+    for r in np.unique(owner[np.unique(np.flatnonzero(np.isin(layout.index,
+                                                                owned).any(axis=1)))]):
+        if r == rank:
+            continue
+        g = ghosts_of(int(r))
+        g = g[token_rank[g] == rank]  # increasing token number
+        if len(g):
+            send[int(r)] = pos[g]
+    local = np.full(T + 1, -1, dtype=np.int64)
+    local[owned] = np.arange(len(owned))
+    local[ghosts] = len(owned) + np.arange(len(ghosts))
+    n_loc = len(owned) + len(ghosts)
+    local[T] = n_loc  # padding
+    sizes = layout.sizes[mine]
+    n_max = int(sizes.max())
+    index = local[layout.index[mine, :n_max]]
+    colsum = np.bincount(layout.phi_cols, weights=layout.phi_vals, minlength=layout.n0)
+    keep = token_rank[layout.phi_rows] == rank
+    cols = layout.phi_cols[keep]
+    return {"subdomains": mine, "owned": owned, "ghosts": ghosts, "recv": recv, "send": send,
+            "local": {"index": index, "sqrt_D": layout.sqrt_D[mine, :n_max], "sizes": sizes},
+            "phi": {"rows": pos[layout.phi_rows[keep]], "cols": cols,
+                    "vals": layout.phi_vals[keep], "mean": layout.phi_vals[keep] / colsum[cols]}}
+
+
+# -- communication as autograd functions ---------------------------------------------------------
+
+def _numpy(z: torch.Tensor) -> np.ndarray:
+    return z.detach().to("cpu").contiguous().numpy()
+
+
+class _Exchange:
+    """Point-to-point gather of ghost rows and its adjoint (scatter-add to the owners), on
+    ``[B, rows, c]`` tensors; counts the bytes it sends."""
+
+    def __init__(self, comm, recv: dict, send: dict, n_owned: int, n_ghost: int):
+        self.comm, self.recv, self.send = comm, recv, send
+        self.n_owned, self.n_ghost = n_owned, n_ghost
+        self.send_rows = np.concatenate([send[r] for r in sorted(send)]) if send else \
+            np.zeros(0, dtype=np.int64)
+        self.bytes = 0
+
+    def _run(self, out_counts: dict, out_rows: np.ndarray, in_counts: dict, n_in: int):
+        """Send ``out_rows`` (``[rows, B, c]``, blocks in rank order) as ``out_counts`` and
+        receive ``n_in`` rows as ``in_counts``; return ``[n_in, B, c]``."""
+        inbox = np.empty((n_in,) + out_rows.shape[1:], dtype=out_rows.dtype)
+        reqs, start = [], 0
+        for r in sorted(in_counts):
+            reqs.append(self.comm.Irecv(inbox[start:start + in_counts[r]], source=r, tag=7))
+            start += in_counts[r]
+        start = 0
+        for r in sorted(out_counts):
+            block = out_rows[start:start + out_counts[r]]
+            reqs.append(self.comm.Isend(block, dest=r, tag=7))
+            self.bytes += block.nbytes
+            start += out_counts[r]
+        MPI.Request.Waitall(reqs)
+        return inbox
+
+    def gather(self, z: torch.Tensor) -> torch.Tensor:
+        """``[B, owned, c] -> [B, ghosts, c]``: the ghost rows from their owners."""
+        rows = np.ascontiguousarray(_numpy(z)[:, self.send_rows].transpose(1, 0, 2))
+        got = self._run({r: len(v) for r, v in self.send.items()}, rows, self.recv,
+                        self.n_ghost)
+        return torch.from_numpy(got.transpose(1, 0, 2).copy()).to(z.device)
+
+    def scatter_add(self, g: torch.Tensor) -> torch.Tensor:
+        """``[B, ghosts, c] -> [B, owned, c]``: ghost rows sent to their owners and added (the
+        adjoint of :meth:`gather`)."""
+        rows = np.ascontiguousarray(_numpy(g).transpose(1, 0, 2))
+        got = self._run(self.recv, rows, {r: len(v) for r, v in self.send.items()},
+                        len(self.send_rows))
+        out = g.new_zeros(g.shape[0], self.n_owned, g.shape[2])
+        got = torch.from_numpy(got.transpose(1, 0, 2).copy()).to(g.device)
+        return out.index_add_(1, torch.as_tensor(self.send_rows, device=g.device), got)
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, z, ex):
+        ctx.ex = ex
+        return ex.gather(z)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.ex.scatter_add(g), None
+
+
+class _ScatterAdd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, g, ex):
+        ctx.ex = ex
+        return ex.scatter_add(g)
+
+    @staticmethod
+    def backward(ctx, z):
+        return ctx.ex.gather(z), None
+
+
+class _AllreduceSum(torch.autograd.Function):
+    r""":math:`y = \sum_r z_r` on every rank; backward :math:`\partial z_r = \sum_s \partial
+    y_s` (an allreduce-sum of the gradients)."""
+
+    @staticmethod
+    def forward(ctx, z, comm, counter):
+        ctx.comm = comm
+        buf = _numpy(z).copy()
+        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        counter["allreduce"] += buf.nbytes
+        return torch.from_numpy(buf).to(z.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        buf = _numpy(g).copy()
+        ctx.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        return torch.from_numpy(buf).to(g.device), None, None
+
+
+# -- the mixer ---------------------------------------------------------------------------------
+
+class DistributedSchwarzMixer(SchwarzMixer):
+    r"""Two-level Schwarz attention with the tokens distributed over the ranks of ``comm`` (see
+    the module docstring for the formula and the three communication steps).
+
+    Parameters
+    ----------
+    channels, heads, attention, levels
+        As :class:`~ddlearn.nn.schwarz.SchwarzMixer`; the parameters have the same names, so
+        ``load_state_dict`` takes a serial mixer's state (and the other way round).
+    layout : TokenLayout, optional
+        The *global* layout, identical on every rank (build it from all token coordinates on
+        every rank; it is cached). Can be set later with :meth:`set_layout`.
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``; the mixer communicates on a duplicate.
+    ghosts : {'inputs', 'qkv'}
+        What the ghost exchange sends per ghost row: the input row (``channels`` numbers,
+        default) or the rows of :math:`Q, K, V` (``3 channels``).
+    subdomain_ranks : array_like of int, shape (N,), optional
+        The rank of each subdomain (default :func:`subdomain_blocks`).
+
+    Attributes
+    ----------
+    owned : ndarray
+        The token numbers this rank holds (:math:`O_r`, increasing): ``forward`` takes and
+        returns ``[batch, len(owned), channels]``.
+    traffic : dict
+        Bytes this rank sent in its last forward: ``ghost``, ``reverse``, ``allreduce``,
+        ``total``.
+
+    Examples
+    --------
+    >>> layout = TokenLayout.build(coords, subdomains=16, overlap=1)  # every rank
+    >>> mixer = DistributedSchwarzMixer(64, heads=4, layout=layout)
+    >>> mixer.load_state_dict(serial.state_dict())
+    >>> y_owned = mixer(mixer.scatter(x))             # x: [B, T, C], the same on every rank
+    >>> loss = (y_owned ** 2).sum(); loss.backward()
+    >>> allreduce_gradients(mixer, mixer.comm)        # then optimiser.step() on every rank
+    """
+
+    name = "distributed schwarz"
+
+    def __init__(self, channels: int, heads: int = 4, attention: str = "softmax",
+                 levels: str = "both", layout=None, comm=None, ghosts: str = "inputs",
+                 subdomain_ranks=None):
+        if ghosts not in GHOSTS:
+            raise ValueError(f"distributed schwarz mixer: unknown ghosts {ghosts!r}, use one of "
+                             f"{GHOSTS}")
+        self.comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
+        self.ghosts, self.subdomain_ranks = ghosts, subdomain_ranks
+        self.plan = None
+        self.traffic = {"ghost": 0, "reverse": 0, "allreduce": 0, "total": 0}
+        super().__init__(channels, heads, attention, levels, layout)
+
+    @classmethod
+    def from_serial(cls, mixer: SchwarzMixer, comm=None, **kwargs) -> "DistributedSchwarzMixer":
+        """The distributed twin of ``mixer``: same settings, layout and parameter values."""
+        dist = cls(mixer.channels, mixer.heads, mixer.attention, mixer.levels, mixer.layout,
+                   comm, **kwargs).to(next(mixer.parameters()).dtype)
+        dist.load_state_dict(mixer.state_dict())
+        return dist
+
+    def set_layout(self, layout) -> None:
+        """Use the global ``layout`` from now on and work out this rank's share of it.
+
+        Raises
+        ------
+        ValueError
+            On every rank, when the layout has fewer subdomains than there are ranks.
+        """
+        self.layout = layout
+        self._tensors = {}
+        if layout is None:
+            self.plan = None
+            return
+        P, r = self.comm.Get_size(), self.comm.Get_rank()
+        self.plan = exchange_plan(layout, P, r, self.subdomain_ranks)
+        self.owned = self.plan["owned"]
+        self._exchange = _Exchange(self.comm, self.plan["recv"], self.plan["send"],
+                                   len(self.plan["owned"]), len(self.plan["ghosts"]))
+
+    def _local_tensors(self, device, dtype) -> dict:
+        key = (str(device), dtype)
+        if key not in self._tensors:
+            loc, phi = self.plan["local"], self.plan["phi"]
+            t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
+            self._tensors[key] = {
+                "index": t(loc["index"].reshape(-1), torch.long), "sqrt_D": t(loc["sqrt_D"]),
+                "mask": t(loc["sqrt_D"] > 0, torch.bool), "n": t(loc["sizes"]),
+                "phi_rows": t(phi["rows"], torch.long), "phi_cols": t(phi["cols"], torch.long),
+                "phi_vals": t(phi["vals"]), "phi_mean": t(phi["mean"])}
+        return self._tensors[key]
+
+    def scatter(self, x: torch.Tensor) -> torch.Tensor:
+        """This rank's rows ``x[:, owned]`` of a global ``[B, T, C]`` tensor."""
+        return x[:, torch.as_tensor(self.owned, device=x.device)]
+
+    def gather(self, y: torch.Tensor) -> torch.Tensor:
+        """The global ``[B, T, C]`` tensor from every rank's owned rows (collective; for tests
+        and inference, not differentiable)."""
+        parts = self.comm.allgather((self.owned, _numpy(y)))
+        out = np.empty((y.shape[0], self.layout.tokens, y.shape[2]), dtype=parts[0][1].dtype)
+        for owned, rows in parts:
+            out[:, owned] = rows
+        return torch.from_numpy(out).to(y.device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.plan is None:
+            raise ValueError("distributed schwarz mixer has no token layout: call "
+                             "set_layout(TokenLayout.build(coords, ...)) with the global "
+                             "coordinates on every rank first")
+        if x.dim() != 3 or x.shape[1:] != (len(self.owned), self.channels):
+            raise ValueError(f"distributed schwarz mixer: input must have this rank's "
+                             f"{len(self.owned)} owned tokens, shape [batch, {len(self.owned)}, "
+                             f"{self.channels}] (use scatter(x) on a global [batch, "
+                             f"{self.layout.tokens}, {self.channels}]), got {tuple(x.shape)}")
+        return self.mix(x)
+
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
+        ex, counter = self._exchange, {"allreduce": 0}
+        ex.bytes = 0
+        L = self._local_tensors(x.device, x.dtype)
+        n_own = x.shape[1]
+        qkv = self.qkv(x)
+        y = 0
+        if self.levels in ("both", "local"):
+            if self.ghosts == "inputs":
+                z = torch.cat([qkv, self.qkv(_Gather.apply(x, ex))], dim=1)
+            else:
+                z = torch.cat([qkv, _Gather.apply(qkv, ex)], dim=1)
+            ghost_bytes = ex.bytes
+            q, k, v = (split_heads(c, self.heads) for c in z.chunk(3, dim=-1))
+            y_loc = merge_heads(self.local(q, k, v, L))  # [B, owned + ghosts, C]
+            y = y + y_loc[:, :n_own] + _ScatterAdd.apply(y_loc[:, n_own:], ex)
+            self.traffic.update(ghost=ghost_bytes, reverse=ex.bytes - ghost_bytes)
+        else:
+            self.traffic.update(ghost=0, reverse=0)
+        if self.levels in ("both", "coarse"):
+            y = y + self.coarse_distributed(qkv, L, counter)
+        self.traffic.update(allreduce=counter["allreduce"])
+        self.traffic["total"] = sum(self.traffic[k] for k in ("ghost", "reverse", "allreduce"))
+        return self.out(y)
+
+    def coarse_distributed(self, qkv: torch.Tensor, L: dict, counter: dict) -> torch.Tensor:
+        r""":math:`\Phi|_{O_r}\,\mathrm{Att}(\sum_s\hat\Phi|_{O_s}^T[Q\,K\,V])` from this
+        rank's ``[B, owned, 3C]`` rows: pool, one allreduce, redundant coarse attention,
+        spread to the owned rows; returns ``[B, owned, C]``."""
+        B, n0 = qkv.shape[0], self.layout.n0
+        rows, cols = L["phi_rows"], L["phi_cols"]
+        pooled = qkv.new_zeros(B, n0, qkv.shape[2]).index_add_(
+            1, cols, qkv[:, rows] * L["phi_mean"][:, None])
+        pooled = _AllreduceSum.apply(pooled, self.comm, counter)
+        q0, k0, v0 = (split_heads(c, self.heads) for c in pooled.chunk(3, dim=-1))
+        y0 = merge_heads(self._att(q0, k0, v0, None, q0.new_full((1,), float(n0))))
+        return qkv.new_zeros(B, qkv.shape[1], self.channels).index_add_(
+            1, rows, y0[:, cols] * L["phi_vals"][:, None])
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", ranks={self.comm.Get_size()}, ghosts={self.ghosts}"
+
+
+# -- replicated parameters -----------------------------------------------------------------------
+
+def allreduce_gradients(module: torch.nn.Module, comm=None) -> None:
+    r"""Sum every parameter's gradient over the ranks, in place: :math:`g \leftarrow \sum_r g_r`
+    (one allreduce of all gradients in one buffer; a parameter without a gradient on every rank
+    keeps none, one with a gradient on some ranks counts zero on the others). Call after
+    ``backward`` and before the optimiser step, on every rank."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        return
+    has = np.array([p.grad is not None for p in params], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, has, op=MPI.SUM)
+    live = [p for p, h in zip(params, has) if h]
+    if not live:
+        return
+    dtype = live[0].dtype
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach()
+                      .to("cpu", dtype).reshape(-1) for p in live]).numpy().copy()
+    comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
+    start = 0
+    for p in live:
+        g = torch.from_numpy(flat[start:start + p.numel()]).view_as(p).to(p.device, p.dtype)
+        start += p.numel()
+        if p.grad is None:
+            p.grad = g
+        else:
+            p.grad.copy_(g)
+
+
+def broadcast_parameters(module: torch.nn.Module, comm=None, root: int = 0) -> None:
+    """Copy ``root``'s parameters and buffers to every rank, in place (replicated parameters
+    from one initialisation)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    for t in list(module.parameters()) + list(module.buffers()):
+        buf = t.detach().to("cpu").contiguous().numpy().copy()
+        comm.Bcast(buf, root=root)
+        with torch.no_grad():
+            t.copy_(torch.from_numpy(buf))
