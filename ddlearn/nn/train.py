@@ -1,0 +1,167 @@
+r"""Training the neural operators: relative :math:`L^2` loss, AdamW with a one-cycle schedule
+(as the published operator-learning baselines train), checkpoints every epoch, resume.
+
+The loss of a batch is the mean over samples of
+
+.. math:: \|u_\theta(a) - u\|_2 / \|u\|_2,
+
+on the normalised scale the model predicts: inputs :math:`\log a` and targets :math:`u` are
+shifted and scaled by their training-set means and standard deviations (one scalar each, so
+that a model runs on another resolution of the same problem). :func:`relative_l2` measures the
+same error in physical units.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .checkpoint import check_compatible, load_checkpoint, save_checkpoint
+
+__all__ = ["TrainConfig", "Normalizer", "fit", "predict", "relative_l2"]
+
+
+@dataclass
+class TrainConfig:
+    """Optimiser and budget: ``epochs`` passes over the training set in batches of
+    ``batch_size``; AdamW (``lr`` the one-cycle peak, ``weight_decay``); gradients clipped to
+    norm ``clip``; ``seed`` fixes initialisation and shuffling."""
+
+    epochs: int = 20
+    batch_size: int = 8
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    clip: float = 1.0
+    seed: int = 0
+
+
+class Normalizer:
+    r"""Scalar affine maps :math:`a\mapsto(\log a-\mu_a)/\sigma_a`, :math:`u\mapsto(u-\mu_u)
+    /\sigma_u` fitted on the training set (``log_input``: take :math:`\log_{10}` of the input
+    first, for coefficients spanning decades)."""
+
+    def __init__(self, inputs: np.ndarray, targets: np.ndarray, log_input: bool = True):
+        a = np.log10(inputs) if log_input else inputs
+        self.state = {"log_input": bool(log_input), "a_mean": float(a.mean()),
+                      "a_std": float(a.std()) or 1.0, "u_mean": float(targets.mean()),
+                      "u_std": float(targets.std()) or 1.0}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Normalizer":
+        self = cls.__new__(cls)
+        self.state = dict(state)
+        return self
+
+    def inputs(self, a: np.ndarray) -> torch.Tensor:
+        s = self.state
+        a = np.log10(a) if s["log_input"] else a
+        return torch.as_tensor((a - s["a_mean"]) / s["a_std"])
+
+    def targets(self, u: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor((u - self.state["u_mean"]) / self.state["u_std"])
+
+    def physical(self, v: torch.Tensor) -> torch.Tensor:
+        return v * self.state["u_std"] + self.state["u_mean"]
+
+
+def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-sample :math:`\\|p - u\\|_2 / \\|u\\|_2` over all but the first axis."""
+    dims = tuple(range(1, target.dim()))
+    return (pred - target).square().sum(dims).sqrt() / target.square().sum(dims).sqrt()
+
+
+def _fields(x: np.ndarray) -> np.ndarray:
+    """``[S, *grid]`` -> ``[S, T, 1]``."""
+    return x.reshape(len(x), -1, 1)
+
+
+@torch.no_grad()
+def predict(model, coefficient: np.ndarray, coords: np.ndarray, norm: Normalizer,
+            batch_size: int = 16) -> torch.Tensor:
+    """The model's solutions in physical units, ``[S, T]``, float64."""
+    model.eval()
+    dtype = next(model.parameters()).dtype
+    c = torch.as_tensor(coords, dtype=dtype)
+    a = norm.inputs(_fields(coefficient)).to(dtype)
+    out = [norm.physical(model(a[i:i + batch_size], c)[..., 0].double())
+           for i in range(0, len(a), batch_size)]
+    return torch.cat(out)
+
+
+def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
+        checkpoint: str | None = None, progress: bool = True, log_input: bool = True,
+        eval_every: int = 1, describe: dict | None = None) -> dict:
+    """Train ``model`` (``model(fields [B, T, 1], coords [T, dim])``) on ``train`` (``.coefficient``
+    and ``.solution``, ``[S, *grid]``) and evaluate on ``test``; resume from ``checkpoint`` when
+    it exists and holds the same model and training settings.
+
+    Returns
+    -------
+    dict
+        ``history`` (per epoch: train loss, test relative L2 where evaluated, seconds),
+        ``test_error`` (mean relative L2 at the end, physical units), ``seconds_per_epoch``
+        (median), ``parameters``, ``normalizer``.
+
+    Raises
+    ------
+    ValueError
+        For a checkpoint of another model, layout or training configuration.
+    """
+    torch.manual_seed(config.seed)
+    norm = Normalizer(train.coefficient, train.solution, log_input)
+    dtype = next(model.parameters()).dtype
+    a = norm.inputs(_fields(train.coefficient)).to(dtype)
+    u = norm.targets(_fields(train.solution)).to(dtype)
+    c = torch.as_tensor(coords, dtype=dtype)
+    steps = math.ceil(len(a) / config.batch_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=config.lr,
+                                                total_steps=config.epochs * steps)
+    wanted = {"model": model.config, "train": asdict(config), "data": describe or {}}
+    history, start = [], 0
+    if checkpoint and os.path.exists(checkpoint):
+        saved = load_checkpoint(checkpoint)
+        from_file = {"model": saved["config"], "train": saved["extra"]["train"],
+                     "data": saved["extra"]["data"]}
+        check_compatible(checkpoint, from_file, wanted)
+        model.load_state_dict(saved["state"])
+        opt.load_state_dict(saved["extra"]["optimizer"])
+        sched.load_state_dict(saved["extra"]["scheduler"])
+        history, start = saved["extra"]["history"], saved["extra"]["epoch"]
+        torch.set_rng_state(saved["extra"]["rng"])
+    bar = tqdm(range(start, config.epochs), initial=start, total=config.epochs,
+               disable=not progress, desc=model.config.get("mixer", "model"), leave=False)
+    for epoch in bar:
+        model.train()
+        t0, total = time.perf_counter(), 0.0
+        for b in torch.randperm(len(a)).split(config.batch_size):
+            loss = relative_l2(model(a[b], c), u[b]).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+            opt.step()
+            sched.step()
+            total += float(loss) * len(b)
+        entry = {"epoch": epoch + 1, "loss": total / len(a),
+                 "seconds": time.perf_counter() - t0}
+        if (epoch + 1) % eval_every == 0 or epoch + 1 == config.epochs:
+            pred = predict(model, test.coefficient, coords, norm)
+            entry["test_error"] = float(relative_l2(pred, torch.as_tensor(
+                test.solution.reshape(len(test.solution), -1))).mean())
+        history.append(entry)
+        bar.set_postfix(loss=f"{entry['loss']:.3g}", test=entry.get("test_error"))
+        if checkpoint:
+            save_checkpoint(checkpoint, model, epoch=epoch + 1, history=history,
+                            optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                            rng=torch.get_rng_state(), normalizer=norm.state,
+                            train=asdict(config), data=describe or {})
+    return {"history": history, "test_error": history[-1].get("test_error"),
+            "seconds_per_epoch": float(np.median([h["seconds"] for h in history]))
+            if history else None,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "normalizer": norm.state}
