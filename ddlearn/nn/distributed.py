@@ -47,9 +47,9 @@ parameters under the same names, so one ``state_dict`` serves both.
 
 Bytes. :attr:`DistributedSchwarzMixer.traffic` counts the bytes this rank sent in its last
 forward (ghost rows, reverse-exchange rows, and the allreduce payload, i.e. the size of the array
-it contributes; the allreduce algorithm's own internal traffic is MPICH's business and not
-counted); :func:`exchange_plan` predicts the ghost and reverse rows of every rank from the layout
-alone (no communication), for any ``P``. The ghost bytes of a rank depend on the boundary of its
+it contributes, zero on one rank; the allreduce algorithm's own internal messages are MPI's
+business and not counted); :func:`exchange_plan` predicts the ghost and reverse rows of every
+rank from the layout alone (no communication), for any ``P``. The ghost bytes of a rank depend on the boundary of its
 own subdomains only, the coarse allreduce payload on :math:`n_0` (one column per subdomain with
 the default ``pou`` basis): it grows with the number of subdomains.
 """
@@ -237,7 +237,8 @@ class _AllreduceSum(torch.autograd.Function):
         ctx.comm = comm
         buf = _numpy(z).copy()
         comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        counter["allreduce"] += buf.nbytes
+        if comm.Get_size() > 1:  # one rank sends nothing
+            counter["allreduce"] += buf.nbytes
         return torch.from_numpy(buf).to(z.device)
 
     @staticmethod
