@@ -97,7 +97,8 @@ def train_step_time(args) -> dict:
         step(False)
     total = bench.wall(lambda: [step(True) for _ in range(args.steps)])
     phases = {k: v / args.steps for k, v in timer.slowest(COMM).items()}
-    rec = {"ranks": COMM.size, "cores": os.cpu_count(), "tokens": layout.tokens, "subdomains": layout.N,
+    rec = {"ranks": COMM.size, "cores": os.cpu_count(), "tokens": layout.tokens,
+           "subdomains": layout.N,
            "tokens_per_rank_max": COMM.allreduce(len(mixer.owned), op=MPI.MAX),
            "width": args.width, "batch": args.batch, "step_s": total / args.steps,
            "phases_s": phases, "bytes_per_forward_max": COMM.allreduce(mixer.traffic["total"],

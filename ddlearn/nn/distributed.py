@@ -49,9 +49,10 @@ Bytes. :attr:`DistributedSchwarzMixer.traffic` counts the bytes this rank sent i
 forward (ghost rows, reverse-exchange rows, and the allreduce payload, i.e. the size of the array
 it contributes, zero on one rank; the allreduce algorithm's own internal messages are MPI's
 business and not counted); :func:`exchange_plan` predicts the ghost and reverse rows of every
-rank from the layout alone (no communication), for any ``P``. The ghost bytes of a rank depend on the boundary of its
-own subdomains only, the coarse allreduce payload on :math:`n_0` (one column per subdomain with
-the default ``pou`` basis): it grows with the number of subdomains.
+rank from the layout alone (no communication), for any ``P``. The ghost bytes of a rank depend
+on the boundary of its own subdomains towards other ranks only, the coarse allreduce payload on
+:math:`n_0` (one column per subdomain with the default ``pou`` basis): it grows with the number
+of subdomains.
 """
 from __future__ import annotations
 
