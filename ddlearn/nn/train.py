@@ -95,10 +95,12 @@ def predict(model, coefficient: np.ndarray, coords: np.ndarray, norm: Normalizer
 
 def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
         checkpoint: str | None = None, progress: bool = True, log_input: bool = True,
-        eval_every: int = 1, describe: dict | None = None) -> dict:
+        eval_every: int = 1, describe: dict | None = None, callback=None) -> dict:
     """Train ``model`` (``model(fields [B, T, 1], coords [T, dim])``) on ``train`` (``.coefficient``
     and ``.solution``, ``[S, *grid]``) and evaluate on ``test``; resume from ``checkpoint`` when
-    it exists and holds the same model and training settings.
+    it exists and holds the same model and training settings. ``callback(entry)`` is called
+    after every epoch, once its checkpoint is written (an exception there stops the run and
+    leaves a checkpoint to resume from).
 
     Returns
     -------
@@ -146,7 +148,7 @@ def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
             opt.step()
             sched.step()
-            total += float(loss) * len(b)
+            total += loss.item() * len(b)
         entry = {"epoch": epoch + 1, "loss": total / len(a),
                  "seconds": time.perf_counter() - t0}
         if (epoch + 1) % eval_every == 0 or epoch + 1 == config.epochs:
@@ -160,6 +162,8 @@ def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
                             optimizer=opt.state_dict(), scheduler=sched.state_dict(),
                             rng=torch.get_rng_state(), normalizer=norm.state,
                             train=asdict(config), data=describe or {})
+        if callback is not None:
+            callback(entry)
     return {"history": history, "test_error": history[-1].get("test_error"),
             "seconds_per_epoch": float(np.median([h["seconds"] for h in history]))
             if history else None,
