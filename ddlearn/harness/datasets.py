@@ -301,10 +301,12 @@ def _solver_options(opts: dict) -> dict:
     return {k: v for k, v in sorted(db.getAll().items()) if k.startswith(PREFIX)}
 
 
-def solve_sample(problem: Diffusion) -> tuple[np.ndarray, int, float]:
+def solve_sample(problem: Diffusion, guess: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, int, float]:
     r"""Solve :math:`Au = 1` for ``problem`` on ``COMM_SELF`` with a fresh KSP (options prefix
-    :data:`PREFIX`, zero initial guess); return the interior solution in natural order, the
-    iteration count and the true relative residual :math:`\|1 - Au\|/\|1\|` (scipy).
+    :data:`PREFIX`; zero initial guess, or ``guess``: interior values in natural order); return
+    the interior solution in natural order, the iteration count and the true relative residual
+    :math:`\|1 - Au\|/\|1\|` (scipy).
 
     Raises
     ------
@@ -322,6 +324,9 @@ def solve_sample(problem: Diffusion) -> tuple[np.ndarray, int, float]:
     ksp.setFromOptions()
     b, x = A.createVecs()
     b.set(1.0)
+    if guess is not None:
+        x.setArray(np.asarray(guess, dtype=np.float64))
+        ksp.setInitialGuessNonzero(True)
     try:
         ksp.solve(b, x)
         its, reason = ksp.getIterationNumber(), ksp.getConvergedReason()
