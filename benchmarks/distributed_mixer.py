@@ -181,6 +181,10 @@ def tables(files: dict) -> list[tuple[str, str]]:
     serial = [f["step"]["serial_step_s"] for f in runs if "serial_step_s" in f["step"]]
     note = (f"\n\nThe serial `SchwarzMixer`, same step on one rank: {serial[0]:.3f} s."
             if serial else "")
+    note += ("\n\nEach P is its own run (its JSON's stamp); on a machine shared with other "
+             "jobs the seconds move with its load between runs. The forward and backward are "
+             "dominated by the batched softmax attention of the subdomains; the bytes sent "
+             "per forward are exact.")
     cores = {f["step"]["cores"] for f in runs}
     head = (f"{s0['tokens']} tokens ({s0['subdomains']} subdomains), width {s0['width']}, "
             f"batch {s0['batch']}, float32; seconds per step on the slowest rank, "
