@@ -46,8 +46,8 @@ from ddlearn.nn.checkpoint import load_checkpoint
 STUDY = "neural_operator"
 MODELS = list(MIXERS) + ["fno"]
 #: the same for every model: backbone, optimiser and data budget (2-core CPU)
-BUDGET = {"width": 32, "depth": 3, "heads": 2, "mlp_ratio": 2, "latents": 32, "batch_size": 8,
-          "epochs": 10, "train": 200, "validation": 100, "weight_decay": 1e-4,
+BUDGET = {"width": 32, "depth": 3, "heads": 2, "mlp_ratio": 2, "latents": 32, "batch_size": 4,
+          "epochs": 8, "train": 200, "validation": 100, "weight_decay": 1e-4,
           "lrs": [3e-4, 1e-3, 3e-3], "seeds": [0, 1, 2],
           "schwarz": {"subdomains": 36, "overlap": 1, "partitioner": "boxes", "coarse": "pou",
                       "attention": "softmax", "levels": "both"}}
@@ -131,7 +131,7 @@ def run_one(args, budget, run: str, model_name: str, data_name: str, seed: int, 
     bench.peak_reset()
     ckpt = str(Path(args.out) / "checkpoints" / f"{run}.pt")
     out = fit(model, train, test, data.coords, config, checkpoint=ckpt, progress=not args.quick,
-              log_input=True, eval_every=max(1, epochs // 3),
+              log_input=True, eval_every=epochs,
               describe={"dataset": data.record.get("sha256"), "train": len(train.solution)})
     norm = Normalizer.from_state(out["normalizer"])
     result = {"run": run, "model": model_name, "data": data_name, "seed": seed, "lr": lr,
