@@ -1,0 +1,524 @@
+r"""The token mixers against the number of tokens: forward + backward time and peak memory of
+every mixer of :data:`ddlearn.nn.MIXERS` from 1k to 256k tokens on 2D and 3D grids.
+
+    python benchmarks/mixer_scaling.py [--mixers ...] [--dims 2 3] [--note TEXT] [--out DIR]
+    python benchmarks/mixer_scaling.py --report     (README.md: tables and plot from the JSON)
+
+Tokens: the points of a tensor grid, 32² ... 512² (2D) and 10³ ... 64³ (3D), x fastest, sides
+chosen so that Schwarz attention's boxes are near cubes (20³ would ask for 31 subdomains, 31
+boxes along one axis). Every mixer at equal width: ``channels`` 64, 4 heads, batch 1, float32,
+one thread (``torch.set_num_threads(1)``: the mixers compare on one core); FLARE and FLARE++ with
+64 latents, physics attention with 64 slices; Schwarz attention (softmax inside the subdomains,
+and ``schwarz-galerkin``) on ``TokenLayout.build(coords, subdomain_size=256, overlap=1)``
+(boxes, pou coarse level): a fixed subdomain size, so more subdomains on a finer grid.
+
+Each point (mixer, grid) runs in its own process, forked from this one after the imports and a
+warm-up of every mixer on a tiny grid (so neither an interpreter start-up nor torch's first-call
+set-up per point; the warm-up grid is in no sweep, so no measured layout is cached). The child
+builds the layout (timed: the token graph alone, then the whole
+:meth:`~ddlearn.nn.TokenLayout.build`), the mixer, warms it up once more on the tiny grid, makes
+the input ``x`` and an upstream gradient ``g`` and runs ``mixer(x).backward(g)``. Memory: the
+peak resident memory of that first forward + backward above the resident memory just before it
+(``VmHWM`` reset by ``/proc/self/clear_refs`` minus ``VmRSS``, Linux): what the step allocates
+(activations kept for backward, temporaries, gradients), not the parameters, input or layout.
+Time: the process's CPU seconds (``time.process_time``, one thread) of one forward + backward,
+the median of up to 3 repeats after the first (as many as fit in 10 s; the first run's when it
+took longer), and its wall seconds too: CPU seconds do not count the time spent waiting for a
+core on a shared machine. The parent watches every child: a child over the memory cap (RSS) or
+the wall-clock limit, or leaving the machine less than 2 GiB available, is killed; once a mixer's point took more than the time budget (CPU
+seconds) or the memory cap, its larger grids of that dimension are recorded as
+``skipped: over budget``.
+
+Fitted exponents: least squares of log time and log memory against log tokens over the points
+with at least 16k tokens, per mixer and dimension; time ratios to Schwarz attention at the grid
+nearest 64k tokens. Writes ``mixer_scaling.json`` (rewritten every minute during the sweep) and
+``mixer_scaling.png``.
+"""
+from __future__ import annotations
+
+import gc
+import inspect
+import json
+import math
+import os
+import signal
+import statistics
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from ddlearn.harness import bench  # noqa: E402
+from ddlearn.nn import MIXERS, TokenLayout, make_mixer, mixer_class  # noqa: E402
+from ddlearn.nn.layout import token_graph  # noqa: E402
+
+STUDY = "mixer_scaling"
+# grids whose subdomain count round(T / 256) has a box grid of boxes with aspect ratio <= 2
+# (20³ would ask for 31 subdomains, 31 boxes along one axis of 20 points)
+SIDES = {2: [32, 45, 64, 91, 128, 181, 256, 362, 512], 3: [10, 16, 19, 24, 32, 40, 48, 56, 64]}
+QUICK_SIDES = {2: [8, 12, 16], 3: [4, 5, 8]}
+WARM_SIDE = {2: 6, 3: 3}  # the warm-up grid, in no sweep
+#: extra series: a registered mixer with other options than its defaults
+VARIANTS = {"schwarz-galerkin": ("schwarz", {"attention": "galerkin"})}
+REPEAT_S = 10.0  # timed repeats after the first run: as many as fit (at most 3)
+
+
+def series() -> dict[str, tuple[str, dict]]:
+    """Every registered mixer with its default options, then :data:`VARIANTS`: name ->
+    (mixer, options)."""
+    return {**{name: (name, {}) for name in MIXERS}, **VARIANTS}
+
+
+def grid(side: int, dim: int) -> np.ndarray:
+    """The ``side^dim`` points of the integer grid, x fastest."""
+    axes = np.meshgrid(*[np.arange(side, dtype=np.float64)] * dim, indexing="ij")
+    return np.stack([a.ravel(order="F") for a in axes], axis=1)
+
+
+def mixer_options(mixer: str, options: dict, latents: int) -> dict:
+    """``options`` plus ``latents`` / ``slices`` where the mixer's constructor takes them."""
+    params = inspect.signature(mixer_class(mixer).__init__).parameters
+    return {**{k: latents for k in ("latents", "slices") if k in params}, **options}
+
+
+# -- one point, in a child process ----------------------------------------------------------------
+
+def _fwd_bwd(m, x, g) -> tuple[float, float]:
+    """CPU and wall seconds of ``m(x).backward(g)``, gradients cleared first."""
+    m.zero_grad(set_to_none=True)
+    x.grad = None
+    c, t = time.process_time(), time.perf_counter()
+    m(x).backward(g)
+    return time.process_time() - c, time.perf_counter() - t
+
+
+def measure(p: dict) -> dict:
+    """Layout, mixer, one forward + backward for peak memory, timed repeats (module
+    docstring); runs in the child."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    dtype = getattr(torch, p["dtype"])
+    coords = grid(p["side"], p["dim"])
+    T = len(coords)
+    out = {"threads": torch.get_num_threads()}
+    layout = None
+    if mixer_class(p["mixer"]).needs_layout:
+        t = time.perf_counter()
+        token_graph(coords)
+        out["graph_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        layout = TokenLayout.build(coords, subdomain_size=p["subdomain_size"],
+                                   overlap=p["overlap"])
+        out["layout_s"] = time.perf_counter() - t
+        out["layout"] = {k: v for k, v in layout.describe().items() if k != "fingerprint"}
+        layout.tensors(torch.device("cpu"), dtype)  # set-up, as the parameters
+    m = make_mixer(p["mixer"], p["channels"], p["heads"], layout=layout,
+                   **p["options"]).to(dtype)
+    # warm-up on a small grid: the first call of each kernel pages in library code and
+    # initialises, which is no part of the step's memory
+    small = grid(p["warm_side"], p["dim"])
+    if layout is not None:
+        m.set_layout(TokenLayout.build(small, subdomain_size=p["subdomain_size"],
+                                       overlap=p["overlap"]))
+    _fwd_bwd(m, torch.randn(p["batch"], len(small), p["channels"], dtype=dtype,
+                            requires_grad=True),
+             torch.randn(p["batch"], len(small), p["channels"], dtype=dtype))
+    m.set_layout(layout)
+    x = torch.randn(p["batch"], T, p["channels"], dtype=dtype, requires_grad=True)
+    g = torch.randn(p["batch"], T, p["channels"], dtype=dtype)
+    gc.collect()
+    bench.peak_reset()
+    base = bench.memory_mb("VmRSS")
+    first_cpu, first_wall = _fwd_bwd(m, x, g)
+    peak = bench.peak_mb() - base
+    repeats = min(3, int(REPEAT_S // max(first_cpu, 1e-9)))
+    runs = [_fwd_bwd(m, x, g) for _ in range(repeats)]
+    cpu, wall = ([statistics.median(r) for r in zip(*runs)] if runs
+                 else (first_cpu, first_wall))
+    return {**out, "time_s": cpu, "wall_s": wall, "first_time_s": first_cpu,
+            "first_wall_s": first_wall, "repeats": repeats, "peak_mb": peak,
+            "baseline_mb": base, "params": sum(q.numel() for q in m.parameters())}
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _available_mb() -> float:
+    """The machine's ``MemAvailable`` (``/proc/meminfo``), MB; infinite where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return math.inf
+
+
+def run_point(p: dict, cap_mb: float, timeout_s: float, reserve_mb: float = 2048) -> dict:
+    """:func:`measure` in a forked child, killed over ``cap_mb`` resident, over ``timeout_s``
+    wall seconds, or when the machine has less than ``reserve_mb`` available (it is shared);
+    its record (``status`` 'ok', 'killed: ...' or 'error: ...')."""
+    read, write = os.pipe()
+    gc.freeze()  # the child's gc.collect then skips the parent's objects (and their pages)
+    pid = os.fork()
+    if pid == 0:  # the child: measure, report through the pipe, leave without clean-up
+        os.close(read)
+        try:
+            rec = {"status": "ok", **measure(p)}
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            rec = {"status": f"error: {type(e).__name__}: {e}"}
+        data = json.dumps(rec).encode()
+        while data:
+            data = data[os.write(write, data):]
+        os._exit(0)
+    os.close(write)
+    start, killed, rss, wait = time.perf_counter(), None, 0.0, 0.005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        now = _rss_mb(pid)
+        rss = max(rss, now)
+        if now > cap_mb:
+            killed = f"killed: over the memory cap ({now / 1024:.1f} GiB > {cap_mb / 1024:.1f})"
+        elif time.perf_counter() - start > timeout_s:
+            killed = f"killed: over the wall-clock limit ({timeout_s:.0f} s)"
+        elif _available_mb() < reserve_mb:
+            killed = (f"killed: the machine ran low on memory (< {reserve_mb:.0f} MB "
+                      f"available, this point at {now / 1024:.1f} GiB)")
+        if killed:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            break
+        time.sleep(wait)
+        wait = min(2 * wait, 0.2)
+    with os.fdopen(read, "rb") as f:
+        text = f.read()
+    if killed:
+        return {"status": killed, "max_rss_mb": rss}
+    if not text:
+        return {"status": f"error: the child ended without a result (wait status {status})"}
+    return json.loads(text)
+
+
+# -- the sweep ----------------------------------------------------------------------------------
+
+def over_budget(rec: dict, budget_s: float, budget_mb: float) -> str | None:
+    """Why the larger grids are skipped after ``rec``, or None."""
+    if rec["status"] != "ok":
+        return f"{rec['tokens']} tokens: {rec['status']}"
+    if rec["time_s"] > budget_s:
+        return f"{rec['tokens']} tokens took {rec['time_s']:.0f} s > {budget_s:.0f} s"
+    if rec["peak_mb"] > budget_mb:
+        return f"{rec['tokens']} tokens used {rec['peak_mb']:.0f} MB > {budget_mb:.0f} MB"
+    return None
+
+
+def point(args, name: str, dim: int, side: int) -> dict:
+    """The settings of one point: the record's keys and what :func:`measure` needs."""
+    mixer, options = series()[name]
+    return {"series": name, "mixer": mixer, "dim": dim, "side": side, "tokens": side ** dim,
+            "options": mixer_options(mixer, options, args.latents), "channels": args.channels,
+            "heads": args.heads, "batch": args.batch, "dtype": args.dtype,
+            "subdomain_size": args.subdomain_size, "overlap": args.overlap,
+            "warm_side": WARM_SIDE[dim]}
+
+
+def warm_up(args) -> None:
+    """Every series once on the warm-up grid in this process, before any fork: the children
+    share the library code it paged in and skip torch's first-call set-up (about a second a
+    process here)."""
+    for dim in args.dims:
+        for name in args.mixers:
+            measure(point(args, name, dim, WARM_SIDE[dim]))
+
+
+def sweep(args, save) -> list[dict]:
+    """Every (dimension, grid, series) point, smaller grids first; ``save(points)`` after a
+    point when the last save is a minute old (a stamp asks git)."""
+    sides = QUICK_SIDES if args.quick else SIDES
+    points, stop, saved = [], {}, time.perf_counter()
+    for dim in args.dims:
+        for side in [n for n in sides[dim] if n ** dim <= (args.max_tokens or math.inf)]:
+            for name in args.mixers:
+                p = point(args, name, dim, side)
+                rec = {k: p[k] for k in ("series", "mixer", "dim", "side", "tokens", "options")}
+                if (name, dim) in stop:
+                    rec.update(status="skipped: over budget", reason=stop[name, dim])
+                else:
+                    rec["loadavg_before"] = os.getloadavg()[0]
+                    rec.update(run_point(p, args.memory_cap_gib * 1024, args.timeout_s))
+                    why = over_budget(rec, args.budget_s, args.memory_cap_gib * 1024)
+                    if why:
+                        stop[name, dim] = why
+                points.append(rec)
+                bench.show(line(rec))
+                if time.perf_counter() - saved > 60:
+                    save(points)
+                    saved = time.perf_counter()
+    return points
+
+
+def line(rec: dict) -> str:
+    head = f"{rec['dim']}D {rec['tokens']:>7d} {rec['series']:17s}"
+    if rec["status"] != "ok":
+        return f"{head} {rec['status']}"
+    lay = f"  layout {rec['layout_s']:.2f} s" if "layout_s" in rec else ""
+    return (f"{head} {rec['time_s']:9.3f} s cpu {rec['wall_s']:9.3f} s wall "
+            f"{rec['peak_mb']:9.1f} MB{lay}")
+
+
+# -- fits, ratios, tables, plot -------------------------------------------------------------------
+
+def ok(points, name, dim):
+    return sorted((p for p in points if p["series"] == name and p["dim"] == dim
+                   and p["status"] == "ok"), key=lambda p: p["tokens"])
+
+
+def fits(points: list[dict], min_tokens: int) -> dict:
+    r"""``{series: {dim: {time, memory, points, tokens}}}``: the slopes of least-squares
+    lines :math:`\log y = a + b\log N` over the points with ``tokens >= min_tokens`` (None
+    with fewer than 2)."""
+    out = {}
+    for name in dict.fromkeys(p["series"] for p in points):
+        for dim in sorted({p["dim"] for p in points}):
+            use = [p for p in ok(points, name, dim) if p["tokens"] >= min_tokens]
+            f = {"points": len(use), "tokens": [p["tokens"] for p in use]}
+            for key, field in (("time", "time_s"), ("memory", "peak_mb")):
+                ys = [p[field] for p in use]
+                good = len(use) >= 2 and min(ys) > 0
+                f[key] = float(np.polyfit(np.log([p["tokens"] for p in use]), np.log(ys), 1)[0]) \
+                    if good else None
+            out.setdefault(name, {})[str(dim)] = f
+    return out
+
+
+def ratios(points: list[dict], tokens: int, against: str = "schwarz") -> dict:
+    """Per dimension, at the grid nearest to ``tokens`` (in log scale): every series' time
+    over ``against``'s (None where either was not measured)."""
+    out = {}
+    for dim in sorted({p["dim"] for p in points}):
+        sizes = sorted({p["tokens"] for p in points if p["dim"] == dim})
+        n = min(sizes, key=lambda s: abs(math.log(s / tokens)))
+        at = {p["series"]: p for p in points if p["dim"] == dim and p["tokens"] == n}
+        ref = at.get(against)
+        row = {"tokens": n}
+        for name, p in at.items():
+            good = ref and ref["status"] == "ok" and p["status"] == "ok"
+            row[name] = p["time_s"] / ref["time_s"] if good else None
+        out[str(dim)] = row
+    return out
+
+
+def _cell(p, field, fmt):
+    if p is None:
+        return ""
+    if p["status"] == "ok":
+        return fmt.format(p[field])
+    return "skipped" if p["status"].startswith("skipped") else p["status"].split(":")[0]
+
+
+def size_table(points, dim, field, fmt) -> str:
+    names = list(dict.fromkeys(p["series"] for p in points))
+    sizes = sorted({(p["tokens"], p["side"]) for p in points if p["dim"] == dim})
+    at = {(p["series"], p["tokens"]): p for p in points if p["dim"] == dim}
+    header = ["mixer"] + [f"{s}{'²' if dim == 2 else '³'} ({t:,})" for t, s in sizes]
+    return bench.markdown_table(header, [[n] + [_cell(at.get((n, t)), field, fmt)
+                                                 for t, _ in sizes] for n in names])
+
+
+def fit_table(f: dict) -> str:
+    dims = sorted({d for v in f.values() for d in v})
+    rows = []
+    for name, v in f.items():
+        row = [name]
+        for d in dims:
+            e = v.get(d, {})
+            row += [("" if e.get(k) is None else f"{e[k]:.2f}") for k in ("time", "memory")]
+            row.append(e.get("points", 0))
+        rows.append(row)
+    header = ["mixer"] + [h for d in dims for h in (f"{d}D time", f"{d}D memory", f"{d}D points")]
+    return bench.markdown_table(header, rows)
+
+
+def ratio_table(r: dict) -> str:
+    dims = sorted(r)
+    names = list(dict.fromkeys(k for d in dims for k in r[d] if k != "tokens"))
+    header = ["time / schwarz"] + [f"{d}D, {r[d]['tokens']:,} tokens" for d in dims]
+    return bench.markdown_table(header, [[n] + [("" if r[d].get(n) is None else
+                                                 f"{r[d][n]:.2f}") for d in dims]
+                                         for n in names])
+
+
+def layout_table(points) -> str:
+    rows = []
+    for p in points:
+        if p["status"] == "ok" and "layout_s" in p and p["series"] == "schwarz":
+            L = p["layout"]
+            rows.append([f"{p['dim']}D", f"{p['tokens']:,}", L["subdomains"],
+                         f"{L['min_subdomain']}-{L['max_subdomain']}", L["n0"],
+                         f"{p['graph_s']:.2f}", f"{p['layout_s']:.2f}"])
+    return bench.markdown_table(["grid", "tokens", "subdomains", "subdomain sizes", "n0",
+                                 "kNN graph s", "whole build s"], rows)
+
+
+def plot(points: list[dict], f: dict, path: str) -> None:
+    dims = sorted({p["dim"] for p in points})
+    names = list(dict.fromkeys(p["series"] for p in points))
+    fig, axes = plt.subplots(2, len(dims), figsize=(6 * len(dims), 8.5), squeeze=False)
+    for j, dim in enumerate(dims):
+        for row, (field, label, key) in enumerate((("time_s", "forward + backward, CPU s",
+                                                    "time"),
+                                                   ("peak_mb", "peak memory above baseline, MB",
+                                                    "memory"))):
+            ax = axes[row, j]
+            for name in names:
+                pts = [p for p in ok(points, name, dim) if p[field] > 0]
+                if not pts:
+                    continue
+                e = f.get(name, {}).get(str(dim), {}).get(key)
+                tag = f" (N^{e:.2f})" if e is not None else ""
+                ax.loglog([p["tokens"] for p in pts], [p[field] for p in pts], "o-",
+                          ms=4, label=name + tag)
+            ax.set_title(f"{dim}D grids: {label}")
+            ax.set_xlabel("tokens N")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3, which="both")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary(data: dict) -> dict:
+    """Fits and ratios of ``data['points']`` (what the JSON and the report carry)."""
+    s = data["settings"]
+    return {"fits": fits(data["points"], s["fit_min_tokens"]),
+            "ratios": ratios(data["points"], s["ratio_tokens"])}
+
+
+def report(args, files: dict) -> dict:
+    """Tables, fits, ratios and the plot of ``files[STUDY]`` into ``args.out``/README.md (a
+    folder without results gets a README saying so)."""
+    if STUDY not in files:
+        bench.write_readme(args, "Token mixers against the number of tokens", [
+            ("Results", f"None yet: `python {args.script}` measures them (about an hour on one "
+                        f"core).")], files)
+        return {}
+    data = files[STUDY]
+    data = {**data, **summary(data)}
+    png = os.path.join(args.out, f"{STUDY}.png")
+    plot(data["points"], data["fits"], png)
+    s, m = data["settings"], data.get("machine", {})
+    dims = sorted({p["dim"] for p in data["points"]})
+    intro = (f"Width {s['channels']} channels, {s['heads']} heads, batch {s['batch']}, "
+             f"{s['dtype']}, {s['threads']} thread; FLARE / FLARE++ latents and physics slices "
+             f"{s['latents']}; Schwarz: subdomain_size {s['subdomain_size']}, overlap "
+             f"{s['overlap']}, boxes, pou coarse level. Time: CPU seconds of one forward + "
+             f"backward (median of up to 3 repeats after the first); memory: peak resident "
+             f"memory of the first forward + backward above the resident memory before it "
+             f"(VmHWM after a reset, minus VmRSS), each point in its own forked process. "
+             f"Budget: a mixer's larger grids are skipped once a point took more than "
+             f"{s['budget_s']:.0f} CPU s or {s['memory_cap_gib']:g} GiB. Machine: niceness "
+             f"{m.get('nice')}, load average {m.get('loadavg_start', 0):.1f} at the start and "
+             f"{m.get('loadavg_end', 0):.1f} at the end (per point in the JSON, "
+             f"`loadavg_before`). {m.get('note', '')}")
+    sections = []
+    for dim in dims:
+        sections.append((f"{dim}D: forward + backward, CPU seconds",
+                         size_table(data["points"], dim, "time_s", "{:.3g}")))
+        sections.append((f"{dim}D: forward + backward, wall seconds",
+                         size_table(data["points"], dim, "wall_s", "{:.3g}")))
+        sections.append((f"{dim}D: peak memory above baseline, MB",
+                         size_table(data["points"], dim, "peak_mb", "{:.3g}")))
+    sections += [
+        (f"Fitted exponents (log-log least squares, points with >= {s['fit_min_tokens']:,} "
+         f"tokens)", fit_table(data["fits"])),
+        (f"Time relative to Schwarz attention near {s['ratio_tokens']:,} tokens",
+         ratio_table(data["ratios"])),
+        ("Layout set-up (TokenLayout.build, once per mesh; not in the times above)",
+         layout_table(data["points"])),
+        ("Plot", f"![time and memory against tokens]({STUDY}.png)"),
+    ]
+    bench.write_readme(args, "Token mixers against the number of tokens", sections, files,
+                       intro)
+    return data
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = bench.parser(STUDY, __doc__, "8²..16² and 4³..6³ tokens, width 16, seconds")
+    ap.add_argument("--mixers", nargs="+", default=list(series()), choices=list(series()),
+                    help="series to run (default: every registered mixer and the variants)")
+    ap.add_argument("--dims", nargs="+", type=int, default=[2, 3], choices=[2, 3])
+    ap.add_argument("--channels", type=int, default=None, help="width (64; quick 16)")
+    ap.add_argument("--heads", type=int, default=None, help="heads (4; quick 2)")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--latents", type=int, default=None,
+                    help="FLARE / FLARE++ latents and physics slices (64; quick 8)")
+    ap.add_argument("--subdomain-size", type=int, default=None,
+                    help="Schwarz tokens per subdomain before the overlap (256; quick 16)")
+    ap.add_argument("--overlap", type=int, default=1)
+    ap.add_argument("--budget-s", type=float, default=120.0,
+                    help="skip a mixer's larger grids once a point took more CPU seconds")
+    ap.add_argument("--memory-cap-gib", type=float, default=16.0,
+                    help="kill a point over this resident memory; skip the larger grids once "
+                         "a point's peak exceeded it")
+    ap.add_argument("--timeout-s", type=float, default=1800.0,
+                    help="kill a point after this many wall seconds")
+    ap.add_argument("--fit-min-tokens", type=int, default=None,
+                    help="fit exponents over the points with at least this many tokens "
+                         "(16000; quick 0)")
+    ap.add_argument("--ratio-tokens", type=int, default=65536)
+    ap.add_argument("--max-tokens", type=int, default=None, help="leave out larger grids")
+    ap.add_argument("--note", default="", help="recorded with the results (what else ran)")
+    args = bench.parse(ap, argv)
+    if args.report:
+        return report(args, bench.results(args))
+    q = args.quick
+    for key, full, quick in (("channels", 64, 16), ("heads", 4, 2), ("latents", 64, 8),
+                             ("subdomain_size", 256, 16), ("fit_min_tokens", 16000, 0)):
+        if getattr(args, key) is None:
+            setattr(args, key, quick if q else full)
+    torch.set_num_threads(1)
+    settings = {k: getattr(args, k) for k in (
+        "channels", "heads", "batch", "dtype", "latents", "subdomain_size", "overlap",
+        "budget_s", "memory_cap_gib", "timeout_s", "fit_min_tokens", "ratio_tokens")}
+    settings.update(threads=1, sides={str(d): (QUICK_SIDES if q else SIDES)[d]
+                                      for d in args.dims},
+                    series={k: v for k, v in series().items() if k in args.mixers})
+    machine = {"nice": os.nice(0), "cores": os.cpu_count(), "loadavg_start": os.getloadavg()[0],
+               "note": args.note}
+    data = {"settings": settings, "machine": machine, "points": []}
+
+    def save(points):
+        data["points"] = points
+        data["machine"]["loadavg_end"] = os.getloadavg()[0]
+        data.update(summary(data))
+        return bench.write(args, data)
+
+    warm_up(args)
+    path = save(sweep(args, save))
+    plot(data["points"], data["fits"], os.path.join(args.out, f"{STUDY}.png"))
+    bench.show(fit_table(data["fits"]))
+    bench.show(ratio_table(data["ratios"]))
+    bench.show(f"wrote {path}")
+    return data
+
+
+if __name__ == "__main__":
+    main()
