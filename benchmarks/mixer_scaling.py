@@ -437,6 +437,8 @@ def report(args, files: dict) -> dict:
              f"{m.get('nice')}, load average {m.get('loadavg_start', 0):.1f} at the start and "
              f"{m.get('loadavg_end', 0):.1f} at the end (per point in the JSON, "
              f"`loadavg_before`). {m.get('note', '')}")
+    if data.get("stamp_note"):  # added to a JSON after its run, where the stamp needs a word
+        intro += f"\n\nAbout the stamp: {data['stamp_note']}"
     sections = []
     for dim in dims:
         sections.append((f"{dim}D: forward + backward, CPU seconds",
