@@ -30,12 +30,13 @@ def grid(n: int, m: int | None = None) -> np.ndarray:
     return np.stack([X.ravel(), Y.ravel()], axis=1)
 
 
-def parity(comm, attention, levels, overlap, n=18, N=6, channels=8, heads=2, **build):
+def parity(comm, attention, levels, overlap, n=18, N=6, channels=8, heads=2, options=None,
+           **build):
     """Max abs differences (output, input gradient, parameter gradients), max over ranks,
     between the serial mixer and its distributed twin on ``comm``, loss ``sum(y * w)``."""
     layout = TokenLayout.build(grid(n), subdomains=N, overlap=overlap, **build)
     torch.manual_seed(0)
-    serial = SchwarzMixer(channels, heads, attention, levels, layout).double()
+    serial = SchwarzMixer(channels, heads, attention, levels, layout, **(options or {})).double()
     dist = DistributedSchwarzMixer.from_serial(serial, comm)
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(2, n * n, channels, dtype=torch.float64, generator=gen, requires_grad=True)
@@ -126,6 +127,17 @@ def test_distributed_equals_the_serial_mixer(attention, levels, overlap):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("options", [{"combine": "sum"}, {"combine": "concat"},
+                                     {"prolongation": "attention"},
+                                     {"combine": "sum", "prolongation": "attention"}],
+                         ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
+def test_distributed_equals_serial_for_every_combination(options):
+    for attention in ("softmax", "galerkin"):
+        diffs, _, _ = parity(COMM, attention, "both", 1, options=options)
+        assert diffs.max() < 1e-12, (attention, diffs)
+
+
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("build", [{"partitioner": "rcb"}, {"coarse": "hats"},
                                    {"partitioner": "metis"}])
 def test_distributed_equals_serial_on_other_partitions(build):
@@ -149,7 +161,8 @@ def test_counted_bytes_are_the_planned_bytes():
     out = {}
     for ghosts in ("inputs", "qkv"):
         torch.manual_seed(0)
-        dist = DistributedSchwarzMixer(C, 2, layout=layout, ghosts=ghosts).double()
+        dist = DistributedSchwarzMixer(C, 2, layout=layout, ghosts=ghosts,
+                                       combine="sum").double()
         x = dist.scatter(torch.randn(B, layout.tokens, C, dtype=torch.float64,
                                      generator=torch.Generator().manual_seed(2)))
         out[ghosts] = dist(x)

@@ -184,7 +184,10 @@ def reference(m, L: TokenLayout, x: np.ndarray) -> np.ndarray:
               + Phi Att(Phihat^T Q, Phihat^T K, Phihat^T V)
 
     with ``Phihat`` the columns of ``Phi`` scaled to sum to one; ``Att`` softmax
-    ``softmax(Q K^T / sqrt d) V`` or Galerkin ``Q (LN(K)^T LN(V)) / n``."""
+    ``softmax(Q K^T / sqrt d) V`` or Galerkin ``Q (K^T V) / n`` with ``K, V`` layer-normalised
+    (on the tokens, before the weights, in the local level); the two levels summed per head
+    (``combine='sum'``), side by side (``'concat'``) or on separate heads (``'split'``), and
+    ``prolongation='attention'`` reading the coarse tokens by softmax attention."""
     P = {k: v.detach().numpy() for k, v in m.state_dict().items()}
     H, d, C = m.heads, m.head_dim, m.channels
     qkv = x @ P["qkv.weight"].T + P["qkv.bias"]
@@ -195,25 +198,45 @@ def reference(m, L: TokenLayout, x: np.ndarray) -> np.ndarray:
                                                      getattr(m, which).eps)
         return z * P[f"{which}.weight"] + P[f"{which}.bias"]
 
-    def att(q, k, v):
+    def softmax_att(q, k, v):
+        s = q @ k.T / np.sqrt(d)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)) @ v
+
+    def att(q, k, v, normed=False):
         if m.attention == "softmax":
-            s = q @ k.T / np.sqrt(d)
-            e = np.exp(s - s.max(axis=1, keepdims=True))
-            return (e / e.sum(axis=1, keepdims=True)) @ v
-        return q @ (norm(k, "norm_k").T @ norm(v, "norm_v")) / len(q)
+            return softmax_att(q, k, v)
+        if not normed:
+            k, v = norm(k, "norm_k"), norm(v, "norm_v")
+        return q @ (k.T @ v) / len(q)
 
     Phi = dense_phi(L)
     Phihat = Phi / Phi.sum(axis=0)
-    y = np.zeros((*x.shape[:2], H, d))
+    split = m.combine == "split"
+    local_heads = range(H // 2) if split else range(H)
+    coarse_heads = range(H // 2, H) if split else range(H)
+    y_loc, y_co = np.zeros((*x.shape[:2], H, d)), np.zeros((*x.shape[:2], H, d))
     for b in range(x.shape[0]):
         for h in range(H):
             q, k, v = (z[b, :, h] for z in heads)
-            if m.levels in ("both", "local"):
+            if m.levels in ("both", "local") and h in local_heads:
+                kn, vn = (norm(k, "norm_k"), norm(v, "norm_v")) if m.attention == "galerkin" \
+                    else (k, v)
                 for I, w in index_sets(L):
-                    y[b, I, h] += w[:, None] * att(q[I], k[I], w[:, None] * v[I])
-            if m.levels in ("both", "coarse"):
-                y[b, :, h] += Phi @ att(Phihat.T @ q, Phihat.T @ k, Phihat.T @ v)
-    return y.reshape(*x.shape[:2], C) @ P["out.weight"].T + P["out.bias"]
+                    y_loc[b, I, h] += w[:, None] * att(q[I], kn[I], w[:, None] * vn[I], True)
+            if m.levels in ("both", "coarse") and h in coarse_heads:
+                k0 = Phihat.T @ k
+                y0 = att(Phihat.T @ q, k0, Phihat.T @ v)
+                y_co[b, :, h] += softmax_att(q, k0, y0) if m.prolongation == "attention" \
+                    else Phi @ y0
+    B, T = x.shape[:2]
+    if split:
+        y = np.concatenate([y_loc[:, :, local_heads], y_co[:, :, coarse_heads]], axis=2)
+    elif m.combine == "concat":
+        y = np.concatenate([y_loc.reshape(B, T, C), y_co.reshape(B, T, C)], axis=-1)
+    else:
+        y = y_loc + y_co
+    return y.reshape(B, T, -1) @ P["out.weight"].T + P["out.bias"]
 
 
 CASES = [  # dim, points, N, partitioner, coarse, overlap
@@ -254,6 +277,17 @@ def test_schwarz_equals_the_dense_reference(case, attention, levels):
     assert close(m(x), torch.from_numpy(reference(m, L, x.numpy())), 1e-12)
 
 
+@pytest.mark.parametrize("prolongation", ["phi", "attention"])
+@pytest.mark.parametrize("combine", ["sum", "concat", "split"])
+@pytest.mark.parametrize("attention", ["softmax", "galerkin"])
+def test_schwarz_combinations_equal_the_dense_reference(attention, combine, prolongation):
+    L = TokenLayout.build(case_points(2, "grid"), subdomains=4, overlap=1)
+    m = build("schwarz", layout=L, attention=attention, combine=combine,
+              prolongation=prolongation)
+    x = inputs(2, L.tokens)
+    assert close(m(x), torch.from_numpy(reference(m, L, x.numpy())), 1e-12)
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_layout_subdomains_partition_of_unity_and_coarse_basis(case):
     r""":math:`I_i` = the tokens within ``overlap`` graph layers of part ``i``;
@@ -288,13 +322,13 @@ def test_layout_subdomains_partition_of_unity_and_coarse_basis(case):
 
 @pytest.mark.parametrize("attention", ["softmax", "galerkin"])
 def test_schwarz_levels_add_up_before_the_output_projection(attention):
-    """``local + coarse = both`` on what enters ``out`` (an affine map, so after it the bias
-    is counted twice)."""
+    """``local + coarse = both`` on what enters ``out`` with the paper's ``combine='sum'`` (an
+    affine map, so after it the bias is counted twice)."""
     L = TokenLayout.build(grid_points(6, 7, 3), subdomains=6, overlap=1, coarse="hats")
     x = inputs(2, L.tokens)
     merged = {}
     for levels in ("both", "local", "coarse"):
-        m = build("schwarz", layout=L, attention=attention, levels=levels)
+        m = build("schwarz", layout=L, attention=attention, levels=levels, combine="sum")
         m.out.register_forward_pre_hook(lambda mod, args, lv=levels: merged.update({lv: args[0]}))
         merged[levels + " out"] = m(x)
     assert close(merged["local"] + merged["coarse"], merged["both"], 1e-12)

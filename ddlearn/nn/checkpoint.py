@@ -2,7 +2,7 @@
 state, written atomically, so that a run resumes where it stopped and a model is rebuilt from the
 file alone.
 
-One ``torch.save`` file: ``format``, ``version``, ``config`` (:attr:`NeuralOperator.config`, or
+One ``torch.save`` file: ``format``, ``version``, ``config`` (:attr:`~ddlearn.nn.model.NeuralOperator.config`, or
 any model's constructor settings with a ``kind``), ``state`` (parameters) and ``extra`` (epoch,
 optimiser and scheduler state, history, normalisation, data record). Written to a temporary file
 beside the target and renamed over it: an interrupted write leaves the previous checkpoint.

@@ -294,7 +294,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
 
     def __init__(self, channels: int, heads: int = 4, attention: str = "softmax",
                  levels: str = "both", layout=None, comm=None, ghosts: str = "inputs",
-                 subdomain_ranks=None):
+                 subdomain_ranks=None, *, prolongation: str = "phi", combine: str = "split"):
         if ghosts not in GHOSTS:
             raise ValueError(f"distributed schwarz mixer: unknown ghosts {ghosts!r}, use one of "
                              f"{GHOSTS}")
@@ -302,13 +302,15 @@ class DistributedSchwarzMixer(SchwarzMixer):
         self.ghosts, self.subdomain_ranks = ghosts, subdomain_ranks
         self.plan = None
         self.traffic = {"ghost": 0, "reverse": 0, "allreduce": 0, "total": 0}
-        super().__init__(channels, heads, attention, levels, layout)
+        super().__init__(channels, heads, attention=attention, levels=levels,
+                         prolongation=prolongation, combine=combine, layout=layout)
 
     @classmethod
     def from_serial(cls, mixer: SchwarzMixer, comm=None, **kwargs) -> "DistributedSchwarzMixer":
         """The distributed twin of ``mixer``: same settings, layout and parameter values."""
-        dist = cls(mixer.channels, mixer.heads, mixer.attention, mixer.levels, mixer.layout,
-                   comm, **kwargs).to(next(mixer.parameters()).dtype)
+        dist = cls(mixer.channels, mixer.heads, attention=mixer.attention, levels=mixer.levels,
+                   prolongation=mixer.prolongation, combine=mixer.combine, layout=mixer.layout,
+                   comm=comm, **kwargs).to(next(mixer.parameters()).dtype)
         dist.load_state_dict(mixer.state_dict())
         return dist
 
@@ -369,43 +371,49 @@ class DistributedSchwarzMixer(SchwarzMixer):
         return self.mix(x)
 
     def mix(self, x: torch.Tensor) -> torch.Tensor:
-        ex, counter = self._exchange, {"allreduce": 0}
-        ex.bytes = 0
+        self._counter = {"allreduce": 0}
+        self._exchange.bytes = 0
+        self.traffic.update(ghost=0, reverse=0)
         L = self._local_tensors(x.device, x.dtype)
-        n_own = x.shape[1]
         qkv = self.qkv(x)
-        y = 0
+        terms = []
         if self.levels in ("both", "local"):
-            if self.ghosts == "inputs":
-                z = torch.cat([qkv, self.qkv(_Gather.apply(x, ex))], dim=1)
-            else:
-                z = torch.cat([qkv, _Gather.apply(qkv, ex)], dim=1)
-            ghost_bytes = ex.bytes
-            q, k, v = (split_heads(c, self.heads) for c in z.chunk(3, dim=-1))
-            y_loc = merge_heads(self.local(q, k, v, L))  # [B, owned + ghosts, C]
-            y = y + y_loc[:, :n_own] + _ScatterAdd.apply(y_loc[:, n_own:], ex)
-            self.traffic.update(ghost=ghost_bytes, reverse=ex.bytes - ghost_bytes)
-        else:
-            self.traffic.update(ghost=0, reverse=0)
+            terms.append(self.local_term(x, qkv, L))
         if self.levels in ("both", "coarse"):
-            y = y + self.coarse_distributed(qkv, L, counter)
-        self.traffic.update(allreduce=counter["allreduce"])
+            terms.append(self.coarse_term(qkv, L))
+        self.traffic.update(allreduce=self._counter["allreduce"])
         self.traffic["total"] = sum(self.traffic[k] for k in ("ghost", "reverse", "allreduce"))
-        return self.out(y)
+        return self.out(self.combined(terms))
 
-    def coarse_distributed(self, qkv: torch.Tensor, L: dict, counter: dict) -> torch.Tensor:
+    def local_term(self, x, qkv, L) -> torch.Tensor:
+        """The local level on this rank's owned rows: the ghost rows gathered (their inputs,
+        or their q/k/v), the subdomains attended, the ghost rows' outputs sent back and added
+        to their owners (:math:`R_i^T` with ADD)."""
+        ex, n_own = self._exchange, x.shape[1]
+        if self.ghosts == "inputs":
+            z = torch.cat([qkv, self.qkv(_Gather.apply(x, ex))], dim=1)
+        else:
+            z = torch.cat([qkv, _Gather.apply(qkv, ex)], dim=1)
+        ghost_bytes = ex.bytes
+        y = super().local_term(None, z, L)  # [B, owned + ghosts, C_local]
+        y = y[:, :n_own] + _ScatterAdd.apply(y[:, n_own:], ex)
+        self.traffic.update(ghost=ghost_bytes, reverse=ex.bytes - ghost_bytes)
+        return y
+
+    def coarse_term(self, qkv: torch.Tensor, L: dict) -> torch.Tensor:
         r""":math:`\Phi|_{O_r}\,\mathrm{Att}(\sum_s\hat\Phi|_{O_s}^T[Q\,K\,V])` from this
         rank's ``[B, owned, 3C]`` rows: pool, one allreduce, redundant coarse attention,
-        spread to the owned rows; returns ``[B, owned, C]``."""
+        prolongation to the owned rows; returns ``[B, owned, C_coarse]``."""
         B, n0 = qkv.shape[0], self.layout.n0
         rows, cols = L["phi_rows"], L["phi_cols"]
         pooled = qkv.new_zeros(B, n0, qkv.shape[2]).index_add_(
             1, cols, qkv[:, rows] * L["phi_mean"][:, None])
-        pooled = _AllreduceSum.apply(pooled, self.comm, counter)
-        q0, k0, v0 = (split_heads(c, self.heads) for c in pooled.chunk(3, dim=-1))
-        y0 = merge_heads(self._att(q0, k0, v0, None, q0.new_full((1,), float(n0))))
-        return qkv.new_zeros(B, qkv.shape[1], self.channels).index_add_(
-            1, rows, y0[:, cols] * L["phi_vals"][:, None])
+        pooled = _AllreduceSum.apply(pooled, self.comm, self._counter)
+        hs = self.head_groups()[1]
+        q0, k0, v0 = (split_heads(c, self.heads)[:, hs] for c in pooled.chunk(3, dim=-1))
+        q = split_heads(qkv.chunk(3, dim=-1)[0], self.heads)[:, hs]
+        return merge_heads(self.prolong(self.coarse_attention(q0, k0, v0), q, k0, L,
+                                        qkv.shape[1]))
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", ranks={self.comm.Get_size()}, ghosts={self.ghosts}"

@@ -1,13 +1,14 @@
 r"""FLARE++ (Zhang & Kara): FLARE whose routing queries are synthesised from the input.
 
-Learned seeds :math:`\hat Q\in\mathbb R^{M\times d}` per head drive one more encode call over
-separate keys and values :math:`K' = XW_{K'}`, :math:`V' = XW_{V'}`:
+Learned seeds :math:`\hat Q\in\mathbb R^{M\times d}` per head drive one more call of FLARE's
+own encoder (the same keys and values :math:`K = XW_K`, :math:`V = XW_V`):
 
-.. math:: Q(X) = \mathrm{softmax}_{\text{tokens}}(\hat QK'^T/\sqrt d)\,V',
+.. math:: Q(X) = \mathrm{softmax}_{\text{tokens}}(\hat QK^T/\sqrt d)\,V,
 
 and :math:`Q(X)` routes the tokens as FLARE's fixed queries do
 (:func:`~ddlearn.nn.flare.route`): still rank :math:`\le M`, :math:`O(TMd)` time, three SDPA
-calls per head.
+calls per head. Reusing the encoder keeps FLARE's parameter count (plus nothing: the seeds
+replace the queries), so that the two are compared at equal size.
 """
 from __future__ import annotations
 
@@ -36,12 +37,10 @@ class FLAREPlusPlusMixer(TokenMixer):
         self.seeds = nn.Parameter(torch.randn(1, heads, latents, self.head_dim)
                                   / math.sqrt(self.head_dim))
         self.kv = nn.Linear(channels, 2 * channels)
-        self.kv_query = nn.Linear(channels, 2 * channels)
         self.out = nn.Linear(channels, channels)
 
     def mix(self, x):
         k, v = (split_heads(z, self.heads) for z in self.kv(x).chunk(2, dim=-1))
-        kq, vq = (split_heads(z, self.heads) for z in self.kv_query(x).chunk(2, dim=-1))
         queries = F.scaled_dot_product_attention(self.seeds.expand(x.shape[0], -1, -1, -1),
-                                                 kq, vq)
+                                                 k, v)
         return self.out(merge_heads(route(queries, k, v)))

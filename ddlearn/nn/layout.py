@@ -10,12 +10,14 @@ A layout of ``T`` tokens at points :math:`p_t\in\mathbb R^{dim}` holds, as in th
   number of sets containing token ``t``, so that :math:`\sum_i R_i^TD_iR_i = I`;
 - a coarse basis :math:`\Phi\in\mathbb R^{T\times n_0}` whose rows sum to one: ``pou`` (the
   default, one column per subdomain, :math:`\Phi e_i = R_i^TD_iR_i\mathbf 1`, Nicolaides' space)
-  or ``hats`` (the Q1 interface hats of a box partition, :func:`~ddlearn.decomposition.coarse.
-  hats_on_boxes`, completed to a partition of unity near the boundary by a last column).
+  or ``hats`` (the Q1 interface hats of a box partition,
+  :func:`~ddlearn.decomposition.coarse.hats_on_boxes`, completed to a partition of unity near
+  the boundary by a last column).
 
-The token graph is given (a mesh's adjacency) or built from the coordinates: the ``2 dim``
-nearest neighbours of every token, symmetrised (on a tensor grid: the grid graph, plus the
-diagonal neighbours of boundary points).
+The token graph is given (a mesh's adjacency) or built from the coordinates: every token's
+neighbours up to the distance of its ``2 dim``-th nearest one, ties included (so that the graph
+does not depend on the order of the tokens), symmetrised (on a tensor grid: the grid graph, plus
+the diagonal neighbours of boundary points).
 
 The index sets are stored padded to the largest subdomain, ``index`` of shape ``(N, n_max)``
 with padding ``T`` (a dummy token) and weights ``sqrt_D`` zero there, so that a mixer gathers all
@@ -24,6 +26,7 @@ subdomains in one indexing call and never loops over them.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,18 +43,24 @@ __all__ = ["TokenLayout", "token_graph", "PARTITIONERS", "COARSE_BASES"]
 PARTITIONERS = ("boxes", "rcb", "metis")
 COARSE_BASES = ("pou", "hats")
 
-_CACHE: dict[tuple, "TokenLayout"] = {}
+#: the most recently built layouts by fingerprint (bounded: a long run over many meshes keeps
+#: only the last few)
+_CACHE: "OrderedDict[str, TokenLayout]" = OrderedDict()
+_CACHE_SIZE = 16
 
 
 def token_graph(coords: np.ndarray) -> sp.csr_matrix:
-    """Symmetric adjacency (no diagonal) of the ``2 dim`` nearest neighbours of every point."""
+    """Symmetric adjacency (no diagonal): every point joined to the points within the distance
+    of its ``2 dim``-th nearest neighbour (ties included: independent of the point order)."""
     T, dim = coords.shape
     k = min(2 * dim, T - 1)
     if k < 1:
         return sp.csr_matrix((T, T))
-    _, nb = cKDTree(coords).query(coords, k=k + 1)
-    rows = np.repeat(np.arange(T), k)
-    G = sp.csr_matrix((np.ones(T * k), (rows, nb[:, 1:].reshape(-1))), shape=(T, T))
+    tree = cKDTree(coords)
+    dist, _ = tree.query(coords, k=k + 1)
+    near = tree.query_ball_point(coords, r=dist[:, -1] * (1 + 1e-9))
+    rows = np.repeat(np.arange(T), [len(n) for n in near])
+    G = sp.csr_matrix((np.ones(len(rows)), (rows, np.concatenate(near))), shape=(T, T))
     G = ((G + G.T) > 0).astype(np.float64)
     G.setdiag(0)
     G.eliminate_zeros()
@@ -124,7 +133,9 @@ class TokenLayout:
         coarse : {'pou', 'hats'}
             ``hats`` needs ``partitioner='boxes'``.
         subdomain_size : int, optional
-            Target tokens per part, so that a finer mesh gets more subdomains of the same size.
+            Target tokens per part, so that a finer mesh gets more subdomains of the same size
+            (``boxes`` on a tensor grid: per axis, its points over the box side
+            ``subdomain_size^(1/dim)``, rounded; otherwise ``T / subdomain_size``).
         graph : sparse matrix, shape (T, T), optional
             Token adjacency (default :func:`token_graph`).
 
@@ -148,7 +159,13 @@ class TokenLayout:
         if coarse == "hats" and partitioner != "boxes":
             raise ValueError("coarse='hats' needs partitioner='boxes' (hats live on a box grid); "
                              "use coarse='pou' with rcb or metis")
-        if subdomains is None:
+        counts = [len(np.unique(coords[:, a])) for a in range(dim)]
+        if subdomains is None and subdomain_size and partitioner == "boxes" \
+                and int(np.prod(counts)) == T:
+            # a tensor grid: per axis, its points over the side of a box of subdomain_size
+            side = float(subdomain_size) ** (1.0 / dim)
+            subdomains = int(np.prod([max(1, round(c / side)) for c in counts]))
+        elif subdomains is None:
             subdomains = max(1, round(T / subdomain_size)) if subdomain_size else 16
         N = int(subdomains)
         if not 1 <= N <= T:
@@ -165,6 +182,7 @@ class TokenLayout:
         fp = _fingerprint(coords, np.frombuffer(repr(sorted(settings.items())).encode()
                                                 + graph_key.encode(), dtype=np.uint8))
         if fp in _CACHE:
+            _CACHE.move_to_end(fp)
             return _CACHE[fp]
         G = token_graph(coords) if graph is None else sp.csr_matrix(graph, dtype=np.float64)
         hats = None
@@ -205,6 +223,8 @@ class TokenLayout:
                      Phi.col.astype(np.int64), Phi.data.astype(np.float64), Phi.shape[1],
                      settings, fp)
         _CACHE[fp] = layout
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
         return layout
 
     def check_tokens(self, x: torch.Tensor, who: str) -> None:

@@ -4,8 +4,9 @@ to the same shape.
 Every mixer of :data:`ddlearn.nn.registry.MIXERS` is a :class:`TokenMixer`: constructed as
 ``Mixer(channels, heads=..., **options)``, holding only parameters that do not depend on the
 number of tokens, so that a model trained on one mesh runs on another. A mixer whose structure
-comes from the mesh (:attr:`needs_layout`) takes a :class:`~ddlearn.nn.layout.TokenLayout` with
-:meth:`set_layout`; the others ignore it.
+comes from the mesh (:attr:`TokenMixer.needs_layout`) takes a
+:class:`~ddlearn.nn.layout.TokenLayout` with :meth:`TokenMixer.set_layout`; the others ignore
+it.
 """
 from __future__ import annotations
 

@@ -24,6 +24,11 @@ Cost per head :math:`O(\sum_i n_i^2 d + n_0^2 d)` (softmax) or :math:`O(\sum_i n
 indexing call, attended in one batched call and summed back in one ``index_add``.
 ``levels='local'`` or ``'coarse'`` keeps one of the two terms. The outputs of all heads are
 merged by :math:`W_O`.
+
+``prolongation='attention'`` replaces the fixed spreading :math:`\Phi Y_0` by attention of every
+token to the coarse tokens, :math:`\mathrm{softmax}(Q K_0^T/\sqrt d)\,Y_0` with
+:math:`K_0 = \hat\Phi^TK` (each token reads the coarse tokens it matches, as FLARE's decode
+reads its latents), :math:`O(T n_0 d)`; the restriction stays :math:`\hat\Phi^T`.
 """
 from __future__ import annotations
 
@@ -33,10 +38,12 @@ from torch import nn
 
 from .mixer import TokenMixer, merge_heads, split_heads
 
-__all__ = ["SchwarzMixer", "ATTENTIONS", "LEVELS"]
+__all__ = ["SchwarzMixer", "ATTENTIONS", "LEVELS", "PROLONGATIONS", "COMBINES"]
 
 ATTENTIONS = ("softmax", "galerkin")
 LEVELS = ("both", "local", "coarse")
+PROLONGATIONS = ("phi", "attention")
+COMBINES = ("sum", "concat", "split")
 
 
 class SchwarzMixer(TokenMixer):
@@ -47,6 +54,14 @@ class SchwarzMixer(TokenMixer):
     channels, heads : int
     attention : {'softmax', 'galerkin'}
     levels : {'both', 'local', 'coarse'}
+    prolongation : {'phi', 'attention'}
+    combine : {'split', 'sum', 'concat'}
+        How the two levels meet: ``split`` (the default) gives the first half of the heads to
+        the local level and the others to the coarse level (the parameters of ``sum``, half its
+        cost); ``sum`` adds both levels in every head, as the paper's operator does;
+        ``concat`` puts them side by side (``2 channels`` wide) into :math:`W_O`. Measured on
+        Darcy 29² (4 epochs, one seed, the same rate): split 0.112, concat 0.127, sum 0.396
+        relative L2; the sum trains worse than either level alone (local 0.231, coarse 0.115).
     layout : TokenLayout, optional
         Can be set later with :meth:`set_layout`.
     """
@@ -55,46 +70,72 @@ class SchwarzMixer(TokenMixer):
     needs_layout = True
 
     def __init__(self, channels: int, heads: int = 4, attention: str = "softmax",
-                 levels: str = "both", layout=None):
+                 levels: str = "both", layout=None, *, prolongation: str = "phi",
+                 combine: str = "split"):
         super().__init__(channels, heads)
         if attention not in ATTENTIONS:
             raise ValueError(f"schwarz mixer: unknown attention {attention!r}, use one of "
                              f"{ATTENTIONS}")
         if levels not in LEVELS:
             raise ValueError(f"schwarz mixer: unknown levels {levels!r}, use one of {LEVELS}")
-        self.attention, self.levels = attention, levels
+        if prolongation not in PROLONGATIONS:
+            raise ValueError(f"schwarz mixer: unknown prolongation {prolongation!r}, use one of "
+                             f"{PROLONGATIONS}")
+        if combine not in COMBINES:
+            raise ValueError(f"schwarz mixer: unknown combine {combine!r}, use one of "
+                             f"{COMBINES}")
+        self.attention, self.levels, self.prolongation = attention, levels, prolongation
+        self.combine = combine if levels == "both" else "sum"
+        if self.combine == "split" and heads < 2:
+            raise ValueError("schwarz mixer: combine='split' needs at least 2 heads")
         self.qkv = nn.Linear(channels, 3 * channels)
-        self.out = nn.Linear(channels, channels)
+        self.out = nn.Linear((2 if self.combine == "concat" else 1) * channels, channels)
         if attention == "galerkin":
             self.norm_k = nn.LayerNorm(self.head_dim)
             self.norm_v = nn.LayerNorm(self.head_dim)
         self.set_layout(layout)
 
-    def _att(self, q, k, v, mask=None, n=None):
-        """Attention over the second-to-last axis; ``mask`` marks real keys, ``n`` the real
-        token counts (Galerkin normalisation)."""
-        if self.attention == "softmax":
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        k, v = self.norm_k(k), self.norm_v(v)
-        if mask is not None:
-            v = v * mask[..., :, None]
-        return q @ (k.transpose(-1, -2) @ v) / n[..., None, None]
+    def _galerkin(self, q, k, v, n):
+        r""":math:`Q(K^TV)/n` over the second-to-last axis (``k``, ``v`` already normalised)."""
+        return q @ (k.transpose(-1, -2) @ v) / n
 
     def local(self, q, k, v, L) -> torch.Tensor:
         r""":math:`\sum_i R_i^TD_i^{1/2}\mathrm{Att}(R_iQ, R_iK, D_i^{1/2}R_iV)`, inputs and
-        output ``[B, H, T, d]``."""
+        output ``[B, h, T, d]``: every subdomain of every head one batch entry of a single
+        attention call, ``[B, h N, n_max, d]`` (the 4D layout the fused kernels take)."""
         B, H, T, d = q.shape
         N, n_max = L["sqrt_D"].shape
+        if self.attention == "galerkin":  # normalised on the tokens, before the weights
+            k, v = self.norm_k(k), self.norm_v(v)
         pad = q.new_zeros(B, H, 1, d)
 
-        def restrict(z):  # R_i z for all i at once, padded: [B, H, N, n_max, d]
-            return torch.cat([z, pad], dim=2)[:, :, L["index"]].view(B, H, N, n_max, d)
+        def restrict(z):  # R_i z for all i and heads at once, padded: [B, H N, n_max, d]
+            return torch.cat([z, pad], dim=2)[:, :, L["index"]].view(B, H * N, n_max, d)
 
-        w = L["sqrt_D"][..., None]
-        mask = L["mask"][:, None, :] if self.attention == "softmax" else L["mask"]
-        y = self._att(restrict(q), restrict(k), restrict(v) * w, mask, L["n"]) * w
+        w = L["sqrt_D"].repeat(H, 1)[None, :, :, None]
+        qi, ki, vi = restrict(q), restrict(k), restrict(v) * w
+        if self.attention == "softmax":
+            y = F.scaled_dot_product_attention(
+                qi, ki, vi, attn_mask=L["mask"].repeat(H, 1)[None, :, None, :])
+        else:  # the padding has k = 0 and w = 0: it adds nothing
+            y = self._galerkin(qi, ki, vi, L["n"].repeat(H)[None, :, None, None])
         out = q.new_zeros(B, H, T + 1, d)
-        return out.index_add_(2, L["index"], y.reshape(B, H, N * n_max, d))[:, :, :T]
+        return out.index_add_(2, L["index"], (y * w).view(B, H, N * n_max, d))[:, :, :T]
+
+    def coarse_attention(self, q0, k0, v0) -> torch.Tensor:
+        """Attention among the ``n0`` coarse tokens, ``[B, h, n0, d]``."""
+        if self.attention == "softmax":
+            return F.scaled_dot_product_attention(q0, k0, v0)
+        return self._galerkin(q0, self.norm_k(k0), self.norm_v(v0), q0.shape[2])
+
+    def prolong(self, y0, q, k0, L, T: int) -> torch.Tensor:
+        r""":math:`\Phi Y_0` (or, ``prolongation='attention'``, every token's attention to the
+        coarse tokens), ``[B, h, T, d]`` on the tokens of ``q``."""
+        if self.prolongation == "attention":
+            return F.scaled_dot_product_attention(q, k0, y0)
+        B, H, _, d = y0.shape
+        return y0.new_zeros(B, H, T, d).index_add_(
+            2, L["phi_rows"], y0[:, :, L["phi_cols"]] * L["phi_vals"][:, None])
 
     def coarse(self, q, k, v, L, n0: int) -> torch.Tensor:
         r""":math:`\Phi\,\mathrm{Att}(\hat\Phi^TQ, \hat\Phi^TK, \hat\Phi^TV)`."""
@@ -105,20 +146,41 @@ class SchwarzMixer(TokenMixer):
         def restrict(z):  # hat Phi^T z: [B, H, n0, d]
             return z.new_zeros(B, H, n0, d).index_add_(2, cols, z[:, :, rows] * pool)
 
-        y0 = self._att(restrict(q), restrict(k), restrict(v), None,
-                       q.new_full((1,), float(n0)))
-        return q.new_zeros(B, H, T, d).index_add_(2, rows, y0[:, :, cols] * L["phi_vals"][:, None])
+        k0 = restrict(k)
+        return self.prolong(self.coarse_attention(restrict(q), k0, restrict(v)), q, k0, L, T)
+
+    def head_groups(self) -> tuple[slice, slice]:
+        """The heads of the local and of the coarse level."""
+        if self.combine == "split":
+            return slice(0, self.heads // 2), slice(self.heads // 2, self.heads)
+        return slice(0, self.heads), slice(0, self.heads)
+
+    def local_term(self, x, qkv, L) -> torch.Tensor:
+        """The local level on the tokens of ``x``, ``[B, T, C_local]``."""
+        hs = self.head_groups()[0]
+        q, k, v = (split_heads(c, self.heads)[:, hs] for c in qkv.chunk(3, dim=-1))
+        return merge_heads(self.local(q, k, v, L))
+
+    def coarse_term(self, qkv, L) -> torch.Tensor:
+        """The coarse level on the tokens of ``qkv``, ``[B, T, C_coarse]``."""
+        hs = self.head_groups()[1]
+        q, k, v = (split_heads(c, self.heads)[:, hs] for c in qkv.chunk(3, dim=-1))
+        return merge_heads(self.coarse(q, k, v, L, self.layout.n0))
+
+    def combined(self, terms: list) -> torch.Tensor:
+        """``sum``: the paper's sum; ``concat``, ``split``: side by side (channels)."""
+        return sum(terms) if self.combine == "sum" else torch.cat(terms, dim=-1)
 
     def mix(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = (split_heads(z, self.heads) for z in self.qkv(x).chunk(3, dim=-1))
+        qkv = self.qkv(x)
         L = self.layout.tensors(x.device, x.dtype)
-        y = 0
+        terms = []
         if self.levels in ("both", "local"):
-            y = y + self.local(q, k, v, L)
+            terms.append(self.local_term(x, qkv, L))
         if self.levels in ("both", "coarse"):
-            y = y + self.coarse(q, k, v, L, self.layout.n0)
-        return self.out(merge_heads(y))
+            terms.append(self.coarse_term(qkv, L))
+        return self.out(self.combined(terms))
 
     def extra_repr(self) -> str:
         return f"channels={self.channels}, heads={self.heads}, attention={self.attention}, " \
-               f"levels={self.levels}"
+               f"levels={self.levels}, prolongation={self.prolongation}, combine={self.combine}"
