@@ -17,7 +17,9 @@ AdamW, one-cycle schedule, the same epochs, batch and training samples), on:
   a third of the epochs, scored on 100 held-out training samples);
 - ``multiscale``: the channels and inclusions sets (contrast 1e4, 50², input log10 kappa);
 - ``ablation``: the Schwarz mixer's overlap 0/1/2, subdomains 16/36/64, local-only,
-  coarse-only, softmax against Galerkin, pou against hats coarse basis;
+  coarse-only, softmax against Galerkin, pou against hats coarse basis, the levels summed in
+  every head (the paper's form) or side by side against on separate heads (the default),
+  attention instead of :math:`\Phi` as the prolongation;
 - ``transfer``: the Darcy models of seed 0 evaluated on the 85² test set (no retraining).
 
 Each run writes ``runs/neural_operator-<run>.json`` (stamped) and its checkpoint every epoch
@@ -50,7 +52,8 @@ BUDGET = {"width": 32, "depth": 3, "heads": 2, "mlp_ratio": 2, "latents": 32, "b
           "epochs": 8, "train": 200, "validation": 100, "weight_decay": 1e-4,
           "lrs": [3e-4, 1e-3, 3e-3], "seeds": [0, 1, 2],
           "schwarz": {"subdomains": 36, "overlap": 1, "partitioner": "boxes", "coarse": "pou",
-                      "attention": "softmax", "levels": "both"}}
+                      "attention": "softmax", "levels": "both", "combine": "split",
+                      "prolongation": "phi"}}
 QUICK = {**BUDGET, "width": 16, "depth": 1, "latents": 8, "batch_size": 4, "epochs": 2,
          "train": 8, "validation": 4, "lrs": [1e-3, 3e-3], "seeds": [0],
          "schwarz": {**BUDGET["schwarz"], "subdomains": 4}}
@@ -59,8 +62,11 @@ DATA = {"darcy": ("darcy", 2, 43), "darcy85": ("darcy", 2, 85),
 ABLATIONS = {"overlap0": {"overlap": 0}, "overlap2": {"overlap": 2},
              "subdomains16": {"subdomains": 16}, "subdomains64": {"subdomains": 64},
              "local": {"levels": "local"}, "coarse": {"levels": "coarse"},
-             "galerkin": {"attention": "galerkin"}, "hats": {"coarse": "hats"}}
-MULTISCALE_MODELS = ["schwarz", "galerkin", "flare", "flare++", "physics", "fno"]
+             "galerkin": {"attention": "galerkin"}, "hats": {"coarse": "hats"},
+             "sum": {"combine": "sum"}, "concat": {"combine": "concat"},
+             "prolongation": {"prolongation": "attention"}}
+#: the multiscale sets' models (this machine's budget: the mixers the targets name and FLARE++)
+MULTISCALE_MODELS = ["schwarz", "galerkin", "flare", "flare++"]
 
 
 def build(model: str, budget: dict, schwarz: dict | None = None):
@@ -72,7 +78,8 @@ def build(model: str, budget: dict, schwarz: dict | None = None):
     s = {**budget["schwarz"], **(schwarz or {})}
     options = {"flare": {"latents": budget["latents"]}, "flare++": {"latents": budget["latents"]},
                "physics": {"slices": budget["latents"]},
-               "schwarz": {"attention": s["attention"], "levels": s["levels"]}}.get(model, {})
+               "schwarz": {k: s[k] for k in ("attention", "levels", "combine", "prolongation")}
+               }.get(model, {})
     layout = {k: s[k] for k in ("subdomains", "overlap", "partitioner", "coarse")}
     return NeuralOperator(dim=2, width=budget["width"], depth=budget["depth"],
                           heads=budget["heads"], mixer=model, mixer_options=options,
@@ -162,7 +169,7 @@ def best_lr(args, budget, model: str) -> float:
 
 def plan(args, budget) -> list:
     """Every run of the requested parts, as ``(run, thunk)`` in a fixed order."""
-    parts = ["sweep", "darcy", "multiscale", "ablation", "transfer"] if args.part == "all" \
+    parts = ["sweep", "darcy", "transfer", "multiscale", "ablation"] if args.part == "all" \
         else [args.part]
     todo = []
     for part in parts:
