@@ -238,10 +238,16 @@ def tables(runs: dict) -> list[tuple[str, str]]:
                              f"{np.median([r['seconds_per_epoch'] for r in rs]):.1f}",
                              f"{max(r['peak_mb'] for r in rs):.0f}"])
             if rows:
+                means = {m: np.mean([r["test_error"] for k, r in runs.items()
+                                     if k.startswith(f"{d}-{m}-s")]) for m, *_ in rows}
+                ratios = ", ".join(f"{m} {means['schwarz'] / v:.2f}" for m, v in means.items()
+                                   if m != "schwarz") if "schwarz" in means else ""
                 sections.append((f"{d}: test relative L2 (mean ± std over seeds)",
                                  bench.markdown_table(["model", "seeds", "test rel. L2",
                                                        "parameters", "lr", "s / epoch",
-                                                       "peak MB"], rows)))
+                                                       "peak MB"], rows)
+                                 + (f"\n\nSchwarz's mean error over each model's: {ratios}."
+                                    if ratios else "")))
     sweep = [[k.removeprefix("sweep-"), f"{r['validation_error']:.4f}", f"{r['test_error']:.4f}"]
              for k, r in runs.items() if k.startswith("sweep-")]
     if sweep:

@@ -256,10 +256,12 @@ def test_a_partition_scaling_run_keeps_the_other_rank_counts(tmp_path):
 @pytest.mark.parametrize("study", ["main_job", *STUDIES])
 def test_report_rebuilds_the_committed_readme(tmp_path, study):
     """``--report`` on a copy of the committed JSON (stamped or not) writes the README.md that
-    is committed beside it, naming the regenerating command and every file's provenance."""
+    is committed beside it, naming the regenerating command and every file's provenance (a
+    study of many runs keeps them in ``runs/`` and names their commands and commits)."""
     folder = ROOT / "benchmarks" / "results" / study
-    for path in folder.glob(f"{study}*.json"):
-        shutil.copy(path, tmp_path)
+    for path in folder.rglob(f"{study}*.json"):
+        (tmp_path / path.relative_to(folder)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tmp_path / path.relative_to(folder))
     text = _readme(report if study == "main_job" else _load(study), tmp_path, study)
     committed = (folder / "README.md").read_text()
     strip = lambda t: t.replace(f" --out {bench.relative(str(tmp_path))}", "")  # noqa: E731

@@ -218,7 +218,8 @@ def write_readme(args: argparse.Namespace, title: str, sections: list[tuple[str,
              "```", command, "```", ""]
     if intro:
         lines += [intro, ""]
-    lines += ["Measured by:", ""] + [_provenance_line(k, v) for k, v in files.items()] + [""]
+    if files:  # a study of many runs may name their commands in its intro instead
+        lines += ["Measured by:", ""] + [_provenance_line(k, v) for k, v in files.items()] + [""]
     for heading, body in sections:
         lines += [f"## {heading}", "", body.rstrip(), ""]
     path = str(out / "README.md")
