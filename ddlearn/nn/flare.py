@@ -37,7 +37,7 @@ class FLAREMixer(TokenMixer):
     def __init__(self, channels: int, heads: int = 4, latents: int = 64):
         super().__init__(channels, heads)
         if latents < 1:
-            raise ValueError(f"flare mixer: latents must be positive, got {latents}")
+            raise ValueError(f"{self.name} mixer: latents must be positive, got {latents}")
         self.latents = int(latents)
         self.queries = nn.Parameter(torch.randn(1, heads, latents, self.head_dim)
                                     / math.sqrt(self.head_dim))
