@@ -40,9 +40,10 @@ from ddlearn.harness import bench
 from ddlearn.harness.datasets import ensure_dataset
 from ddlearn.harness.fno import GridFNO, fno_matching
 from ddlearn.nn import MIXERS
-from ddlearn.nn.data import load_dataset
+from ddlearn.nn.data import Split, load_dataset
 from ddlearn.nn.model import NeuralOperator
-from ddlearn.nn.train import Normalizer, TrainConfig, fit, predict, relative_l2
+from ddlearn.nn.train import (Normalizer, TrainConfig, fit, parameter_count, predict,
+                              relative_l2)
 from ddlearn.nn.checkpoint import load_checkpoint
 
 STUDY = "neural_operator"
@@ -73,7 +74,7 @@ def build(model: str, budget: dict, schwarz: dict | None = None):
     """A model of the study by name: a mixer in the backbone, or the matching FNO."""
     if model == "fno":
         ref = build("flare", budget)
-        m = fno_matching(sum(p.numel() for p in ref.parameters()))
+        m = fno_matching(parameter_count(ref))
         return GridFNO(2, m["hidden"], m["modes"], m["layers"])
     s = {**budget["schwarz"], **(schwarz or {})}
     options = {"flare": {"latents": budget["latents"]}, "flare++": {"latents": budget["latents"]},
@@ -85,15 +86,6 @@ def build(model: str, budget: dict, schwarz: dict | None = None):
                           heads=budget["heads"], mixer=model, mixer_options=options,
                           layout=layout if model == "schwarz" else None,
                           mlp_ratio=budget["mlp_ratio"])
-
-
-def parameters(model) -> int:
-    return sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
-
-
-class _Split:
-    def __init__(self, coefficient, solution):
-        self.coefficient, self.solution = coefficient, solution
 
 
 def dataset(name: str, args, quick: bool):
@@ -112,8 +104,8 @@ def splits(data, budget):
     if n + v > len(tr):
         raise ValueError(f"the budget asks for {n} + {v} training samples; the dataset has "
                          f"{len(tr)}")
-    return (_Split(tr.coefficient[:n], tr.solution[:n]),
-            _Split(tr.coefficient[-v:], tr.solution[-v:]), data.test)
+    return (Split(tr.coefficient[:n], tr.solution[:n]),
+            Split(tr.coefficient[-v:], tr.solution[-v:]), data.test)
 
 
 def error(model, split, coords, norm) -> float:
@@ -142,7 +134,7 @@ def run_one(args, budget, run: str, model_name: str, data_name: str, seed: int, 
               describe={"dataset": data.record.get("sha256"), "train": len(train.solution)})
     norm = Normalizer.from_state(out["normalizer"])
     result = {"run": run, "model": model_name, "data": data_name, "seed": seed, "lr": lr,
-              "epochs": epochs, "parameters": parameters(model),
+              "epochs": epochs, "parameters": parameter_count(model),
               "test_error": out["test_error"], "validation_error": error(model, val, data.coords,
                                                                           norm),
               "seconds_per_epoch": out["seconds_per_epoch"], "peak_mb": bench.peak_mb(),

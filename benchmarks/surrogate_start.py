@@ -26,8 +26,8 @@ import torch
 from scipy.interpolate import RegularGridInterpolator
 
 from ddlearn.harness import bench
-from ddlearn.harness.datasets import (_problem, _solver_options, ensure_dataset, options,
-                                      sample_coefficient, solve_sample)
+from ddlearn.harness.datasets import (ensure_dataset, fine_problem, options, sample_coefficient,
+                                      solve_sample, solver_options)
 from ddlearn.nn.checkpoint import load_checkpoint
 from ddlearn.nn.data import grid_coords, load_dataset
 from ddlearn.nn.model import NeuralOperator
@@ -76,7 +76,7 @@ def main(argv=None) -> None:
     else:
         model, norm = study_model(args.checkpoint)
         opts, res, samples = options("darcy", 2), args.resolution, args.samples
-    _solver_options({**opts, "rtol": args.rtol})
+    solver_options({**opts, "rtol": args.rtol})
     coarse_coords = grid_coords((res, res))
     model.use_mesh(coarse_coords)
     fine, step = opts["fine"], (opts["fine"] - 1) // (res - 1)
@@ -85,7 +85,7 @@ def main(argv=None) -> None:
     rows = []
     for k in range(first, first + samples):
         a = sample_coefficient(opts, k)
-        problem = _problem(opts, a)
+        problem = fine_problem(opts, a)
         t0 = time.perf_counter()
         pred = predict(model, a[::step, ::step][None], coarse_coords, norm)[0].numpy()
         guess = RegularGridInterpolator((t[::step], t[::step]), pred.reshape(res, res))(

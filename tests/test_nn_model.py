@@ -6,14 +6,9 @@ import torch
 
 from ddlearn.nn import MIXERS
 from ddlearn.nn.checkpoint import load_checkpoint
-from ddlearn.nn.data import grid_coords
+from ddlearn.nn.data import Split, grid_coords
 from ddlearn.nn.model import NeuralOperator
 from ddlearn.nn.train import TrainConfig, fit
-
-
-class Split:
-    def __init__(self, a, u):
-        self.coefficient, self.solution = a, u
 
 
 def _problem(samples=12, s=9, seed=0):

@@ -96,7 +96,8 @@ from . import bench
 
 __all__ = ["FAMILIES", "DEFAULTS", "CONTRAST_RANGE", "PREFIX", "data_dir", "grf",
            "darcy_coefficient", "sample_coefficient", "options", "reachable", "dataset_name",
-           "solve_sample", "generate", "ensure_dataset", "command_line", "main"]
+           "solve_sample", "solver_options", "fine_problem", "generate", "ensure_dataset",
+           "command_line", "main"]
 
 FAMILIES = ("darcy", "channels", "inclusions")
 #: the contrasts the high-contrast sets accept
@@ -288,7 +289,7 @@ def command_line(opts: dict) -> list[str]:
 
 # -- the solve ----------------------------------------------------------------------------------
 
-def _solver_options(opts: dict) -> dict:
+def solver_options(opts: dict) -> dict:
     """Put the KSP's settings under :data:`PREFIX` into the options database (ours override a
     user's for the keys we own) and return every ``-dataset_*`` option, for the record."""
     db = PETSc.Options()
@@ -340,7 +341,8 @@ def solve_sample(problem: Diffusion, guess: np.ndarray | None = None
     return u, int(its), res
 
 
-def _problem(opts: dict, a: np.ndarray) -> Diffusion:
+def fine_problem(opts: dict, a: np.ndarray) -> Diffusion:
+    """The fine-grid problem of a sample whose input field on the fine grid is ``a``."""
     return Diffusion(opts["fine"] - 2, a, opts["dim"], faces=opts["faces"])
 
 
@@ -368,7 +370,7 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
     total = opts["train"] + opts["test"]
     fine, dim = opts["fine"], opts["dim"]
     factors = {R: (fine - 1) // (R - 1) for R in opts["resolutions"]}
-    solver = _solver_options(opts)
+    solver = solver_options(opts)
     mine = range(rank, total, size)
     local = {"k": [], "its": [], "res": [], "sec": [],
              **{R: ([], []) for R in factors}}
@@ -379,7 +381,7 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
         timer = Timer()
         a = sample_coefficient(opts, k)
         try:
-            u, its, res = solve_sample(_problem(opts, a))
+            u, its, res = solve_sample(fine_problem(opts, a))
         except RuntimeError as e:
             error = f"sample {k} (seed {opts['seed'] + k}): {e}"
             break

@@ -10,12 +10,9 @@ import numpy as np
 from neuralop.models import FNO
 from torch import nn
 
+from ..nn.train import parameter_count
+
 __all__ = ["GridFNO", "fno_matching"]
-
-
-def _parameters(module: nn.Module) -> int:
-    """Real parameters (a complex entry counts twice)."""
-    return sum(p.numel() * (2 if p.is_complex() else 1) for p in module.parameters())
 
 
 class GridFNO(nn.Module):
@@ -54,7 +51,7 @@ def fno_matching(target: int, dim: int = 2, layers: int = 4, tolerance: float = 
     for depth in range(layers, 0, -1):  # fewer layers only where none of ``layers`` fits
         for modes in range(12, 1, -1):
             for hidden in range(2, 65, 2):
-                n = _parameters(FNO(n_modes=(modes,) * dim, hidden_channels=hidden,
+                n = parameter_count(FNO(n_modes=(modes,) * dim, hidden_channels=hidden,
                                     in_channels=1, out_channels=1, n_layers=depth))
                 if abs(n - target) <= tolerance * target:
                     return {"hidden": hidden, "modes": modes, "layers": depth, "parameters": n}

@@ -1,35 +1,17 @@
 """What the operator-learning models and the learned coarse spaces share: the reader of saved
-torch payloads, the best-state rule of training, the progress bar and the cosine learning-rate
-schedule (they write their files through :mod:`ddlearn.decomposition.atomic`)."""
+torch payloads (:func:`ddlearn.nn.checkpoint.read_payload`, re-exported), the best-state rule of
+training, the progress bar and the cosine learning-rate schedule (they write their files through
+:mod:`ddlearn.decomposition.atomic`)."""
 from __future__ import annotations
 
 import copy
 import math
 
-import torch
 from tqdm.auto import tqdm
 
+from ..nn.checkpoint import read_payload
+
 __all__ = ["read_payload", "BestState", "progress_bar", "cosine_schedule"]
-
-
-def read_payload(path: str, fmt: str, version: int, what: str) -> dict:
-    """The dict saved at ``path``, checked to carry ``format == fmt`` and ``version``.
-
-    Raises
-    ------
-    ValueError
-        For a truncated or foreign file, another format or another version, naming ``what``.
-    """
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # a truncated or foreign file
-        raise ValueError(f"{path} is not a readable {what} ({e})") from e
-    if not isinstance(payload, dict) or payload.get("format") != fmt:
-        raise ValueError(f"{path} is not a {what}")
-    if payload.get("version") != version:
-        raise ValueError(f"{path} has {what} version {payload.get('version')}; this ddlearn "
-                         f"reads version {version}")
-    return payload
 
 
 class BestState:

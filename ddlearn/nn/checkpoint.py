@@ -15,10 +15,31 @@ import torch
 
 from ..decomposition.atomic import atomic_write
 
-__all__ = ["save_checkpoint", "load_checkpoint", "check_compatible", "FORMAT"]
+__all__ = ["save_checkpoint", "load_checkpoint", "check_compatible", "read_payload", "FORMAT"]
 
 FORMAT = "ddlearn-nn-checkpoint"
 VERSION = 1
+
+
+def read_payload(path: str, fmt: str, version: int, what: str) -> dict:
+    """The dict saved at ``path`` (tensors and plain types only), checked to carry
+    ``format == fmt`` and ``version``: the one reader of every torch file ddlearn writes.
+
+    Raises
+    ------
+    ValueError
+        For a truncated or foreign file, another format or another version, naming ``what``.
+    """
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # a truncated or foreign file
+        raise ValueError(f"{path} is not a readable {what} ({e})") from e
+    if not isinstance(payload, dict) or payload.get("format") != fmt:
+        raise ValueError(f"{path} is not a {what}")
+    if payload.get("version") != version:
+        raise ValueError(f"{path} has {what} version {payload.get('version')}; this ddlearn "
+                         f"reads version {version}")
+    return payload
 
 
 def save_checkpoint(path: str, model: torch.nn.Module, **extra) -> None:
@@ -52,16 +73,12 @@ def load_checkpoint(path: str, expect: dict | None = None) -> dict:
     Raises
     ------
     ValueError
-        For a missing file, a file that is not a ddlearn.nn checkpoint, or another config.
+        For a missing file, a file that is not a ddlearn.nn checkpoint (of this version), or
+        another config.
     """
     if not os.path.isfile(path):
         raise ValueError(f"no checkpoint at {path}")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # a truncated or foreign file
-        raise ValueError(f"{path} is not a readable checkpoint ({e})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} file")
+    payload = read_payload(path, FORMAT, VERSION, FORMAT + " file")
     if expect is not None:
         check_compatible(path, payload["config"], expect)
     return payload

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddlearn.decomposition.atomic import atomic_write, atomic_write_json
+from ddlearn.decomposition.atomic import atomic_write
 
 __all__ = ["ARRAYS", "FORMAT", "VERSION", "Dataset", "Split", "content_hash", "dataset_files",
            "grid_coords", "save_dataset", "load_dataset", "read_record"]

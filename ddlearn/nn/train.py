@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from .checkpoint import check_compatible, load_checkpoint, save_checkpoint
 
-__all__ = ["TrainConfig", "Normalizer", "fit", "predict", "relative_l2"]
+__all__ = ["TrainConfig", "Normalizer", "fit", "predict", "relative_l2", "parameter_count"]
 
 
 @dataclass
@@ -67,6 +67,12 @@ class Normalizer:
 
     def physical(self, v: torch.Tensor) -> torch.Tensor:
         return v * self.state["u_std"] + self.state["u_mean"]
+
+
+def parameter_count(module: torch.nn.Module) -> int:
+    """Real parameters of ``module`` (a complex entry, as in FNO's spectral weights, counts
+    twice): what the study equalises."""
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in module.parameters())
 
 
 def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -167,5 +173,5 @@ def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
     return {"history": history, "test_error": history[-1].get("test_error"),
             "seconds_per_epoch": float(np.median([h["seconds"] for h in history]))
             if history else None,
-            "parameters": sum(p.numel() for p in model.parameters()),
+            "parameters": parameter_count(model),
             "normalizer": norm.state}
