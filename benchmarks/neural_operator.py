@@ -23,8 +23,8 @@ AdamW, one-cycle schedule, the same epochs, batch and training samples), on:
 - ``transfer``: the Darcy models of seed 0 evaluated on the 85² test set (no retraining).
 
 Each run writes ``runs/neural_operator-<run>.json`` (stamped) and its checkpoint every epoch
-(``checkpoints/``, not committed): an interrupted study resumes where it stopped, in this session
-or a later one. ``--shard I/N`` runs every N-th run (two processes on two cores). The budget
+(``checkpoints/``, not committed): an interrupted study resumes where it stopped, now or in a
+later run of the same command. ``--shard I/N`` runs every N-th run (two processes on two cores). The budget
 (``BUDGET``) is stated in every run's JSON.
 """
 from __future__ import annotations
