@@ -5,8 +5,10 @@ r"""Classical two-level additive Schwarz as the sum of its composable pieces:
           \qquad A_i = R_i A R_i^T,\ A_0 = \Phi^T A \Phi,
 
 the one-level part a PCASM on the given subdomains (:mod:`.overlapping`, options prefix
-``local_`` after the PC's), the coarse part a :class:`~.galerkin.CoarseCorrection` (prefix
-``coarse_``, on one or several coarse ranks), both nested PETSc objects.
+``local_`` after the PC's; its blocks factored by the local solver of
+:func:`~.overlapping.local_factorisation` and checked on every rank), the coarse part a
+:class:`~.galerkin.CoarseCorrection` (prefix ``coarse_``, on one or several coarse ranks),
+both nested PETSc objects.
 
 The coarse correction :math:`Q = \Phi A_0^{-1}\Phi^T` enters in one of three forms
 (:data:`CORRECTIONS`), with :math:`M_1^{-1}` the one-level part:
@@ -23,7 +25,7 @@ from petsc4py import PETSc
 
 from ..decomposition.timing import Timer
 from .galerkin import CoarseCorrection
-from .overlapping import asm_pc
+from .overlapping import asm_pc, factor_blocks, local_solves_of
 
 __all__ = ["TwoLevelSchwarz", "matrix_structure", "CORRECTIONS"]
 
@@ -63,18 +65,26 @@ class TwoLevelSchwarz:
         ASM variant of the local part; ``basic`` keeps the preconditioner symmetric.
     correction : str
         Form of the coarse correction, one of :data:`CORRECTIONS`.
+    local_solver : str
+        Factorisation of the local blocks, one of
+        :data:`~.overlapping.LOCAL_SOLVERS` (:func:`~.overlapping.local_factorisation`:
+        ``auto`` is CHOLMOD's Cholesky where the build has it); the PCASM's
+        ``-<prefix>local_sub_pc_type`` and ``-<prefix>local_sub_pc_factor_mat_solver_type``
+        override it. ``local_solves`` (a :class:`~.overlapping.LocalFactorisation`) says what
+        the blocks use once set up.
     prefix : str
         Added to the PC's options prefix for the nested objects:
         ``-{pc prefix}{prefix}local_*`` and ``-{pc prefix}{prefix}coarse_*``.
     """
 
     def __init__(self, subdomains, Phi: PETSc.Mat | None, variant: str = "basic",
-                 prefix: str = "", correction: str = "additive"):
+                 prefix: str = "", correction: str = "additive", local_solver: str = "auto"):
         if correction not in CORRECTIONS:
             raise ValueError(f"unknown coarse correction {correction!r}; choose one of "
                              f"{', '.join(CORRECTIONS)}")
         self.subdomains, self.Phi, self.variant, self.prefix = subdomains, Phi, variant, prefix
-        self.correction = correction
+        self.correction, self.local_solver = correction, local_solver
+        self.local_solves = None  # what the blocks use, once set up
         self.local = self.coarse = self._structure = self.A = None
         self._prefix, self._setup_s = prefix, {}
         self._work = ()
@@ -119,7 +129,9 @@ class TwoLevelSchwarz:
         self.reset(pc)
         self._prefix = (pc.getOptionsPrefix() or "") + self.prefix
         clock = Timer()
-        self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_")
+        self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_",
+                            self.local_solver)
+        self.local_solves = local_solves_of(self.local)
         clock.lap("local_s")
         self._setup_s = clock.slowest(P.getComm())
         self._coarse(P)
@@ -146,11 +158,12 @@ class TwoLevelSchwarz:
         self.coarse, self.Phi = None, Phi
 
     def update(self, P: PETSc.Mat) -> None:
-        """New values of the same matrix: refactor the local blocks and the coarse matrix."""
+        """New values of the same matrix: refactor the local blocks (checked on every rank,
+        :func:`~.overlapping.factor_blocks`) and the coarse matrix."""
         clock = Timer()
         self.local.setOperators(P, P)
         self.local.setUp()
-        self.local.setUpOnBlocks()
+        self.local_solves = factor_blocks(self.local, self.subdomains, self.local_solver)
         clock.lap("local_s")
         self._setup_s = clock.slowest(P.getComm())
         self._coarse(P)
@@ -207,6 +220,8 @@ class TwoLevelSchwarz:
                            f"{ranks}, local variant {self.variant}\n")
         if self.local is None:
             return
+        viewer.printfASCII(f"  local solves: {self.local_solves} (asked for: "
+                           f"{self.local_solver})\n")
         t, a = self._setup_s, self.apply_timing(self.A.getComm())
         viewer.printfASCII(f"  set-up (s, slowest rank): local {t['local_s']:.3g}, coarse "
                            f"product {t['coarse_product_s']:.3g}, coarse set-up "

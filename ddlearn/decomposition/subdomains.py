@@ -136,6 +136,24 @@ class Subdomains:
                          f"-{prefix}overlap {overlap} must be a non-negative integer")
 
     @staticmethod
+    def _split_node(sets, bs: int, first: int) -> str | None:
+        """The first of this rank's index ``sets`` (subdomains ``first``, ``first + 1``, ...)
+        holding some but not all dofs of a node of ``bs`` dofs, in words; ``None`` if none
+        does."""
+        for k, s in enumerate(sets):
+            nodes, count = np.unique(s // bs, return_counts=True)
+            partial = np.flatnonzero(count != bs)
+            if len(partial):
+                a = int(nodes[partial[0]])
+                have = np.intersect1d(s, _dofs([a], bs))
+                others = f" ({len(partial) - 1} more nodes split too)" if len(partial) > 1 else ""
+                return (f"subdomain {first + k} (index set {k} of this rank) splits node {a}: it "
+                        f"holds row{'s' if len(have) > 1 else ''} "
+                        f"{', '.join(map(str, have))} of the node's rows "
+                        f"{', '.join(map(str, _dofs([a], bs)))}{others}")
+        return None
+
+    @staticmethod
     def _node_coordinates(A: PETSc.Mat, coordinates, bs: int) -> np.ndarray:
         """This rank's coordinates as one row per node, shape ``(local nodes, dim)``, from one
         row per dof or per node; refused on every rank unless all ranks agree on ``dim``."""
@@ -249,12 +267,14 @@ class Subdomains:
         collective_check(comm, not bad, f"subdomain index set(s) {bad} of this rank are empty, "
                          f"repeat an index or reach outside the {n} rows: give each subdomain "
                          f"distinct global row indices in 0..{n - 1}")
-        split = [k for k, s in enumerate(sets) if bs > 1 and len(np.unique(s // bs)) * bs != len(s)]
-        collective_check(comm, not split, f"subdomain index set(s) {split} split a node's "
-                         f"{bs} dofs (block size {bs}): give whole nodes")
+        first = mpi.exscan(len(sets)) or 0
+        split = cls._split_node(sets, bs, first) if bs > 1 else None
+        collective_check(comm, split is None, f"{split}: with block size {bs} a subdomain holds "
+                         f"whole nodes, all of rows {bs}a .. {bs}a+{bs - 1} of node a or none; "
+                         f"add the missing rows to the set (or drop the node's others), or set "
+                         f"the matrix's block size to what its nodes are (MatSetBlockSize)")
         orders = [np.argsort(s, kind="stable") for s in sets]
         given = [s[o] for s, o in zip(sets, orders)]
-        first = mpi.exscan(len(sets)) or 0
         N = mpi.allreduce(len(sets))
         ids = np.arange(first, first + len(sets))
         if overlapping:

@@ -11,12 +11,13 @@ from petsc4py import PETSc
 
 from ..classical.coarse import FAMILIES
 from ..classical.coarse_space import CoarseSpace
+from ..classical.overlapping import LOCAL_SOLVERS, check_local_solver
 from ..classical.twolevel import CORRECTIONS
 from ..decomposition.collective import collective_check
 from ..decomposition.partition import PARTITIONERS
 from .registry import make_coarse_space
 
-__all__ = ["Settings", "LOCAL_TYPES"]
+__all__ = ["Settings", "LOCAL_TYPES", "LOCAL_SOLVERS"]
 
 #: the one-level part's forms (PCASM types)
 LOCAL_TYPES = ("basic", "restrict")
@@ -50,6 +51,14 @@ class Settings:
         (:mod:`ddlearn.decomposition.nullspace`).
     coarse_ranks : int
         ``coarse_ranks P``: ranks the coarse problem is distributed over.
+    local_solver : str
+        ``local_solver``, one of :data:`~ddlearn.classical.overlapping.LOCAL_SOLVERS`: the
+        factorisation of the local blocks
+        (:func:`~ddlearn.classical.overlapping.local_factorisation`; ``auto``: CHOLMOD's
+        Cholesky where the build has SuiteSparse, else MUMPS's, else PETSc's LU; LU wherever
+        the blocks are not symmetric). A package the build lacks is refused.
+        ``-<prefix>ddlearn_local_sub_pc_type`` and
+        ``-<prefix>ddlearn_local_sub_pc_factor_mat_solver_type`` override it.
     """
 
     coarse_space: str | CoarseSpace | None = None
@@ -61,6 +70,7 @@ class Settings:
     correction: str = "additive"
     near_null_space: str = "auto"
     coarse_ranks: int = 1
+    local_solver: str = "auto"
 
     def read(self, prefix: str) -> None:
         """Override the fields by the options under ``prefix`` (the PC's prefix + ``ddlearn_``)."""
@@ -75,6 +85,7 @@ class Settings:
         self.coarse_ranks = opts.getInt("coarse_ranks", self.coarse_ranks)
         self.correction = opts.getString("coarse_correction", self.correction)
         self.near_null_space = opts.getString("near_null_space", self.near_null_space)
+        self.local_solver = opts.getString("local_solver", self.local_solver)
 
     @property
     def symmetric(self) -> bool:
@@ -91,6 +102,7 @@ class Settings:
                  self.partition, PARTITIONERS)):
             collective_check(comm, ok, f"unknown -{prefix}{what} {value!r}; choose one of "
                              f"{', '.join(choices)}")
+        check_local_solver(comm, self.local_solver, f"-{prefix}local_solver")
         size = comm.getSize()
         collective_check(comm, 0 <= self.coarse_rank < size,
                          f"-{prefix}coarse_rank {self.coarse_rank} is not a rank of this "

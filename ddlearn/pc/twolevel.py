@@ -83,9 +83,10 @@ class TwoLevelSchwarzPC:
                  subdomains: int | None = None, overlap: int = 1, partition: str | None = None,
                  local_type: str = "basic", coarse_rank: int = 0,
                  correction: str = "additive", near_null_space: str = "auto",
-                 coarse_ranks: int = 1):
+                 coarse_ranks: int = 1, local_solver: str = "auto"):
         self.settings = Settings(coarse_space, subdomains, overlap, partition, local_type,
-                                 coarse_rank, correction, near_null_space, coarse_ranks)
+                                 coarse_rank, correction, near_null_space, coarse_ranks,
+                                 local_solver)
         self.space: CoarseSpace | None = None
         self.two_level = self.subdomains = self.Phi = self._input = None
         self._setup_s: dict = {}
@@ -158,7 +159,7 @@ class TwoLevelSchwarzPC:
                                   near_null_space(P, s.near_null_space, coords, bs, prefix),
                                   user_auxiliary(pc, P, self.subdomains), bs)
         self.two_level = TwoLevelSchwarz(self.subdomains, None, s.local_type, "ddlearn_",
-                                         s.correction)
+                                         s.correction, s.local_solver)
         timer.lap("basis_s")
         self._setup_s = timer.slowest(comm)
 
@@ -198,7 +199,8 @@ class TwoLevelSchwarzPC:
                "correction": self.settings.correction,
                "n0": self.Phi.getSize()[1] if self.Phi is not None else 0,
                "coarse_ranks": list(coarse.ranks) if coarse else [],
-               "coarse_solver": coarse.solver if coarse else ""}
+               "coarse_solver": coarse.solver if coarse else "",
+               "local_solves": str(self.two_level.local_solves)}
         parts = self.space.parts if isinstance(self.space, Composite) else \
             [self.space] if self.space else []
         for p in parts:
