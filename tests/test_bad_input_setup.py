@@ -6,13 +6,15 @@ rank's subdomain is bad.
 
 The subdomains are the user's bands of grid rows (``ddlearn.pc.set_subdomains``), so which one
 holds the bad row is known."""
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import apply_gathered, pc_from_options, raised_everywhere
+from conftest import apply_gathered, pc_from_options, petsc_options, raised_everywhere
 from ddlearn.decomposition.nullspace import dependent_columns, near_null_space
 from ddlearn.pc import set_subdomains
 
@@ -157,12 +159,18 @@ def test_singular_block_without_zero_diagonal_on_one_rank():
 
 
 def test_shift_option_named_in_the_error_lets_the_setup_through():
-    """The last resort the error names works: the shift reaches the blocks' factorisation."""
+    """The last resort the error names (with the local solver this build picks) works: the
+    options it gives reach the blocks' factorisation."""
     r, _, _ = _singular_row()
     A = _distributed(_zeroed(_laplacian(), r, structural=False))
     _bands_as_subdomains(A)
-    pc = pc_from_options(A, "zps_", pc=PC, coarse_space="nicolaides",
-                         local_sub_pc_factor_shift_type="nonzero")
+    msgs = raised_everywhere(lambda: pc_from_options(
+        A, "zps_", pc=PC, coarse_space="nicolaides").destroy(), exc=Exception)
+    fix = _deepest(msgs[0]).split("shift the local pivots")[-1]
+    named = dict(re.findall(r"-(zps_\w+) (\w+)", fix))
+    assert "zps_ddlearn_local_sub_pc_factor_shift_type" in named, fix
+    with petsc_options(named):
+        pc = pc_from_options(A, "zps_", pc=PC, coarse_space="nicolaides")
     y = apply_gathered(pc, A, np.ones(N * N))
     assert np.all(np.isfinite(y))
     pc.destroy(), A.destroy()

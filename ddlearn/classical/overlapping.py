@@ -35,8 +35,13 @@ ASM_TYPES = {"basic": PETSc.PC.ASMType.BASIC, "restrict": PETSc.PC.ASMType.RESTR
 #: the local factorisations: ``auto`` (below), PETSc's own ``lu`` and ``cholesky``, CHOLMOD's
 #: supernodal Cholesky (``cholmod``, SuiteSparse) and MUMPS's multifrontal Cholesky (``mumps``)
 LOCAL_SOLVERS = ("auto", "lu", "cholesky", "cholmod", "mumps")
-#: the external package a factorisation needs in the PETSc build (``PetscHasExternalPackage``)
-_PACKAGES = {"cholmod": "suitesparse", "mumps": "mumps"}
+#: the names under which the PETSc build lists the package a factorisation needs
+#: (``PetscHasExternalPackage``: a SuiteSparse PETSc downloaded is ``suitesparse``, one
+#: configured from the system's libraries lists its parts, ``cholmod``, ``umfpack``, ...)
+_PACKAGES = {"cholmod": ("cholmod", "suitesparse"), "mumps": ("mumps",)}
+#: the package in words, and the configure options that add it
+_WANTS = {"cholmod": ("CHOLMOD (SuiteSparse)", "--download-suitesparse or --with-suitesparse"),
+          "mumps": ("MUMPS", "--download-mumps with --download-scalapack")}
 #: relative tolerance of the blocks' symmetry test, :math:`|a_{jk} - a_{kj}| \le 10^{-12}
 #: \|A_i\|_\infty` (as the Krylov layer's test of the matrix)
 SYMMETRY_RTOL = 1e-12
@@ -45,8 +50,8 @@ SYMMETRY_RTOL = 1e-12
 def available_local_solvers() -> tuple[str, ...]:
     """The values of :data:`LOCAL_SOLVERS` this PETSc build serves (not collective: the build is
     the same on every rank)."""
-    return tuple(s for s in LOCAL_SOLVERS
-                 if s not in _PACKAGES or PETSc.Sys.hasExternalPackage(_PACKAGES[s]))
+    return tuple(s for s in LOCAL_SOLVERS if s not in _PACKAGES or
+                 any(PETSc.Sys.hasExternalPackage(p) for p in _PACKAGES[s]))
 
 
 def check_local_solver(comm, solver: str, option: str) -> None:
@@ -56,12 +61,12 @@ def check_local_solver(comm, solver: str, option: str) -> None:
     collective_check(comm, solver in LOCAL_SOLVERS,
                      f"unknown {option} {solver!r}; choose one of {', '.join(have)} (this "
                      f"PETSc build's)")
-    package = _PACKAGES.get(solver)
+    package, configure = _WANTS.get(solver, ("", ""))
     collective_check(comm, solver in have,
                      f"{option} {solver}: this PETSc build has no {package} (PETSc.Sys."
-                     f"hasExternalPackage('{package}') is False); choose one of "
-                     f"{', '.join(have)}, or rebuild PETSc with {package} "
-                     f"(--download-{package} or --with-{package})")
+                     f"hasExternalPackage is False for "
+                     f"{' and '.join(repr(p) for p in _PACKAGES.get(solver, ()))}); choose one "
+                     f"of {', '.join(have)}, or rebuild PETSc with {package} ({configure})")
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def local_factorisation(solver: str = "auto", symmetric: bool = True) -> LocalFa
     r"""The factorisation of the local blocks for the request ``solver``
     (:data:`LOCAL_SOLVERS`):
 
-    - ``auto``: CHOLMOD's supernodal Cholesky where the build has SuiteSparse, else MUMPS's
+    - ``auto``: CHOLMOD's supernodal Cholesky where the build has it (SuiteSparse), else MUMPS's
       Cholesky where it has MUMPS, else PETSc's own LU. PETSc's own Cholesky is not the
       fallback: measured on single blocks (one thread, SeqAIJ, PETSc 3.26, both with the
       nested-dissection ordering, best of four), the 7-point Laplacian on :math:`20^3` nodes
@@ -105,8 +110,8 @@ def local_factorisation(solver: str = "auto", symmetric: bool = True) -> LocalFa
                          f"{', '.join(available_local_solvers())}")
     have = available_local_solvers()
     if solver not in have:
-        raise ValueError(f"local solver {solver}: this PETSc build has no {_PACKAGES[solver]}; "
-                         f"choose one of {', '.join(have)}")
+        raise ValueError(f"local solver {solver}: this PETSc build has no "
+                         f"{_WANTS[solver][0]}; choose one of {', '.join(have)}")
     chosen = solver
     if solver == "auto":
         chosen = next((s for s in ("cholmod", "mumps") if s in have), "lu")
@@ -313,18 +318,24 @@ def factor_blocks(pc: PETSc.PC, subdomains, solver: str = "auto") -> LocalFactor
             kind = f"{sub.getType()} ({sub.getFactorSolverType() or 'its default'})" \
                 if sub.getType() in ("lu", "cholesky") else sub.getType()
             where = _diagnose(subs[k], rows[k])
-            report.append(f"subdomain {ids[k]} (rank {rank}, {len(rows[k])} rows, {kind}): "
-                          f"{what}" + (f"; {where}" if where else ""))
+            report.append((f"subdomain {ids[k]} (rank {rank}, {len(rows[k])} rows, {kind}): "
+                           f"{what}" + (f"; {where}" if where else ""),
+                           sub.getFactorSolverType() if sub.getType() in ("lu", "cholesky")
+                           else "petsc"))
     every = [m for part in pc.getComm().tompi4py().allgather(report) for m in part]
+    # only PETSc's own factorisations shift their pivots (CHOLMOD stops, MUMPS has its own)
+    others = sorted({package for _, package in every} - {None, "petsc"})
+    shift = f": -{prefix}sub_pc_factor_shift_type nonzero" if not others else \
+        f" with PETSc's own factorisation ({', '.join(others)} does not shift them): " \
+        f"-{prefix}sub_pc_factor_mat_solver_type petsc -{prefix}sub_pc_factor_shift_type nonzero"
     collective_check(pc.getComm(), not every,
                      f"the factorisation of {len(every)} local block"
                      f"{'s' if len(every) != 1 else ''} A_i = R_i A R_i^T failed: "
-                     f"{' | '.join(every)}. A block is singular where the matrix is (a zero "
-                     f"row or column, a zero diagonal entry) or where a subdomain sees no "
-                     f"boundary condition of a singular problem, and PETSc's own factorisations "
-                     f"need every diagonal entry stored: check the matrix; as a last resort "
-                     f"against a zero pivot, shift the local pivots: "
-                     f"-{prefix}sub_pc_factor_shift_type nonzero")
+                     f"{' | '.join(m for m, _ in every)}. A block is singular where the matrix "
+                     f"is (a zero row or column, a zero diagonal entry) or where a subdomain "
+                     f"sees no boundary condition of a singular problem, and PETSc's own "
+                     f"factorisations need every diagonal entry stored: check the matrix; as a "
+                     f"last resort against a zero pivot, shift the local pivots{shift}")
     pc.setUpOnBlocks()  # PCASM's own bookkeeping; the blocks are factored already
     return chosen
 
