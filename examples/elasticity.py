@@ -1,7 +1,7 @@
-"""Linear elasticity, a user-style petsc4py program: P1 vector elements (scikit-fem) on the unit
-square or cube, clamped at x = 0, under gravity, Poisson ratio 0.3, Young's modulus 1 with
-random stiff circular (2D) or spherical (3D) inclusions of modulus ``-contrast``, evaluated at
-the quadrature points. The clamped nodes are removed (scikit-fem numbers the dofs node-wise,
+"""Linear elasticity, a user-style petsc4py program: P1 (or Q1) vector elements (scikit-fem) on
+the unit square or cube, clamped at x = 0, under gravity, Poisson ratio 0.3, Young's modulus 1
+with random stiff circular (2D) or spherical (3D) inclusions of modulus ``-contrast`` (or one
+ball at the centre), evaluated at the quadrature points. The clamped nodes are removed (scikit-fem numbers the dofs node-wise,
 ``dim * node + component``, so the block structure survives), the matrix is a distributed AIJ
 matrix in the mesh's node numbering with PETSc's default rows split into whole nodes, block
 size ``dim``, and the rigid-body modes as its near-null space. The solver comes from the
@@ -17,8 +17,12 @@ command line::
 Options of the program itself:
 
   -dim {2,3}         dimension (default 2)
-  -cells n           n cells per side (n^2 squares cut in 2 triangles, n^3 cubes in 5 tetrahedra;
-                     default 32 in 2D, 8 in 3D)
+  -element {p1,q1}   P1 on simplices (default) or Q1 on squares / hexahedra
+  -cells n           n cells per side (P1: n^2 squares cut in 2 triangles, n^3 cubes in 5
+                     tetrahedra; default 32 in 2D, 8 in 3D)
+  -nu v              Poisson ratio (default 0.3; towards 0.5 nearly incompressible)
+  -ball              instead of random inclusions one ball (disc) of radius 0.25 at the centre,
+                     PETSc's ksp tutorial ex56's sphere (there 1e-3, soft, by default)
   -refine r          instead of -cells: scikit-fem's reference mesh refined r times
   -contrast C        Young's modulus in the inclusions, 1 elsewhere (default 1e6)
   -inclusions K      number of inclusions (default 40 in 2D, 20 in 3D)
@@ -49,25 +53,33 @@ import scipy.sparse as sp
 
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
-from skfem import (Basis, BilinearForm, ElementTetP1, ElementTriP1, ElementVector,  # noqa: E402
-                   LinearForm, MeshTet, MeshTri, asm)
+from skfem import (Basis, BilinearForm, ElementHex1, ElementQuad1, ElementTetP1,  # noqa: E402
+                   ElementTriP1, ElementVector, LinearForm, MeshHex, MeshQuad, MeshTet, MeshTri,
+                   asm)
 from skfem.helpers import ddot, div, sym_grad  # noqa: E402
 
 NU = 0.3
+#: the element families: mesh and scalar element per dimension
+ELEMENTS = {"p1": ({2: MeshTri, 3: MeshTet}, {2: ElementTriP1, 3: ElementTetP1}),
+            "q1": ({2: MeshQuad, 3: MeshHex}, {2: ElementQuad1, 3: ElementHex1})}
 
 
-def unit_mesh(dim: int, cells: int | None = None, refine: int | None = None):
-    """The unit square (triangles) or cube (tetrahedra): ``cells`` per side, or scikit-fem's
-    reference mesh refined ``refine`` times."""
-    Mesh = {2: MeshTri, 3: MeshTet}[dim]
+def unit_mesh(dim: int, cells: int | None = None, refine: int | None = None,
+              element: str = "p1"):
+    """The unit square or cube (triangles / tetrahedra for ``p1``, squares / hexahedra for
+    ``q1``): ``cells`` per side, or scikit-fem's reference mesh refined ``refine`` times."""
+    Mesh = ELEMENTS[element][0][dim]
     if refine is not None:
         return Mesh().refined(refine)
     g = np.linspace(0.0, 1.0, (cells or {2: 32, 3: 8}[dim]) + 1)
     return Mesh.init_tensor(*(g,) * dim)
 
 
-def inclusions(dim: int, count: int | None = None, seed: int = 0):
-    """``(centres (K, dim), radii (K,))`` of the random inclusions."""
+def inclusions(dim: int, count: int | None = None, seed: int = 0, ball: bool = False):
+    """``(centres (K, dim), radii (K,))`` of the random inclusions, or of the one ``ball``
+    (radius 0.25 at the centre)."""
+    if ball:
+        return np.full((1, dim), 0.5), np.array([0.25])
     rng = np.random.default_rng(seed)
     count = count if count is not None else {2: 40, 3: 20}[dim]
     lo, hi = {2: (0.03, 0.07), 3: (0.06, 0.12)}[dim]
@@ -86,8 +98,8 @@ def youngs_modulus(x: np.ndarray, centres: np.ndarray, radii: np.ndarray,
 
 @BilinearForm
 def _elasticity(u, v, w):
-    E = w["E"]
-    lam, mu = E * NU / ((1 + NU) * (1 - 2 * NU)), E / (2 * (1 + NU))
+    E, nu = w["E"], w["nu"]
+    lam, mu = E * nu / ((1 + nu) * (1 - 2 * nu)), E / (2 * (1 + nu))
     return 2.0 * mu * ddot(sym_grad(u), sym_grad(v)) + lam * div(u) * div(v)
 
 
@@ -105,6 +117,7 @@ class Problem:
     centres: np.ndarray
     radii: np.ndarray
     contrast: float
+    nu: float
     K: sp.csr_matrix        # stiffness of all dofs (unclamped)
     free: np.ndarray        # free dofs, sorted, in the full numbering
     A: sp.csr_matrix        # K restricted to the free dofs
@@ -120,26 +133,35 @@ class Problem:
         basis = Basis(self.mesh, self.element, elements=elements)
         E = youngs_modulus(np.asarray(basis.global_coordinates()), self.centres, self.radii,
                            self.contrast)
-        return asm(_elasticity, basis, E=E).tocsr()
+        return asm(_elasticity, basis, E=E, nu=self.nu).tocsr()
 
 
 def build(dim: int = 2, cells: int | None = None, refine: int | None = None,
-          contrast: float = 1e6, seed: int = 0, count: int | None = None) -> Problem:
+          contrast: float = 1e6, seed: int = 0, count: int | None = None,
+          element: str = "p1", nu: float = NU, ball: bool = False) -> Problem:
     """Assemble the clamped elasticity problem (every rank assembles the whole mesh)."""
-    mesh = unit_mesh(dim, cells, refine)
-    element = ElementVector({2: ElementTriP1, 3: ElementTetP1}[dim]())
-    basis = Basis(mesh, element)
-    centres, radii = inclusions(dim, count, seed)
+    if element not in ELEMENTS:
+        raise ValueError(f"unknown -element {element!r}; choose one of {', '.join(ELEMENTS)}")
+    if not 0.0 <= nu < 0.5:
+        raise ValueError(f"-nu {nu!r}: the Poisson ratio must lie in [0, 0.5)")
+    mesh = unit_mesh(dim, cells, refine, element)
+    element_ = ElementVector(ELEMENTS[element][1][dim]())
+    basis = Basis(mesh, element_)
+    centres, radii = inclusions(dim, count, seed, ball)
     E = youngs_modulus(np.asarray(basis.global_coordinates()), centres, radii, contrast)
-    K = asm(_elasticity, basis, E=E).tocsr()
+    K = asm(_elasticity, basis, E=E, nu=nu).tocsr()
     f = asm(_gravity, basis)
     clamped = basis.get_dofs(lambda x: np.isclose(x[0], 0.0)).all()
     free = np.setdiff1d(np.arange(basis.N), clamped)
     assert len(free) % dim == 0 and np.all(free[::dim] % dim == 0), "clamping split a node"
     A = K[free][:, free].tocsr()
+    # symmetric to round-off only, and a coupling that cancels exactly on one side of the
+    # diagonal alone (Q1) leaves an asymmetric pattern that fails PETSc's symmetry test
+    A = (0.5 * (A + A.T)).tocsr()
+    A.eliminate_zeros()
     A.sort_indices()
     nodes = free[::dim] // dim
-    return Problem(dim, mesh, element, centres, radii, contrast, K, free, A, f[free],
+    return Problem(dim, mesh, element_, centres, radii, contrast, nu, K, free, A, f[free],
                    mesh.p[:, nodes].T.copy())
 
 
@@ -350,6 +372,10 @@ def solve(A: PETSc.Mat, b: PETSc.Vec) -> dict:
         out.update(iterations=ksp.getIterationNumber(), reason=int(reason),
                    reason_name=names.get(int(reason), str(reason)), converged=reason > 0,
                    rnorm_true=r.norm() / b.norm(), n0=coarse_size(ksp))
+        split = getattr(ksp.getPC().getPythonContext(), "timing", None) \
+            if out["pc"] == PETSc.PC.Type.PYTHON else None
+        if split:  # ddlearn's set-up split (partition, basis, factorisations, coarse operator)
+            out["setup_split"] = {k: v for k, v in split.items() if k.endswith("_s")}
         r.destroy()
     finally:
         x.destroy()
@@ -370,8 +396,10 @@ def main(argv: list[str] | None = None) -> dict:
         refine = opts.getInt("refine", -1)
         contrast = opts.getReal("contrast", 1e6)
         count = opts.getInt("inclusions", 0) if opts.hasName("inclusions") else None
+        element = opts.getString("element", "p1")
         problem = build(dim, cells, None if refine < 0 else refine, contrast,
-                        opts.getInt("seed", 0), count)
+                        opts.getInt("seed", 0), count, element, opts.getReal("nu", NU),
+                        opts.getBool("ball", False))
         A, b, coords = to_petsc(problem, rigid_body_modes=opts.getBool("rigid_body_modes", True))
         comm = A.getComm()
         parts = None
@@ -379,10 +407,11 @@ def main(argv: list[str] | None = None) -> dict:
             parts = opts.getInt("parts", 4 * comm.getSize())
             attach_auxiliary(A, *auxiliary(problem, A, parts,
                                            opts.getString("aux_partition", "metis")))
-        out = {"dim": dim, "unknowns": A.getSize()[0], "elements": problem.mesh.t.shape[1],
-               "contrast": contrast, "ranks": comm.getSize(), "aux_parts": parts}
+        out = {"dim": dim, "element": element, "unknowns": A.getSize()[0],
+               "elements": problem.mesh.t.shape[1], "contrast": contrast, "nu": problem.nu,
+               "ranks": comm.getSize(), "aux_parts": parts}
         out.update(solve(A, b))
-        PETSc.Sys.Print(f"elasticity {dim}D P1, {out['unknowns']} dofs, contrast {contrast:g}, "
+        PETSc.Sys.Print(f"elasticity {dim}D {element.upper()}, {out['unknowns']} dofs, contrast {contrast:g}, "
                         f"{out['pc']}: {out['iterations']} iterations, {out['reason_name']}, true "
                         f"relative residual {out['rnorm_true']:.2e}, set-up "
                         f"{out['setup_s']:.2f} s, solve {out['solve_s']:.2f} s" +

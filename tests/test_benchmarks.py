@@ -293,3 +293,20 @@ def test_writes_are_atomic_and_stamped(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     with pytest.raises(SystemExit):  # a misspelt option of the script is no PETSc option
         bench.parse(ap, ["--out", str(tmp_path), "--sizes", "5"])
+
+
+def test_time_to_solution_quick(tmp_path):
+    """The map's quick run: tuned GAMG beside every case, ddlearn's default a converged
+    preconditioner on elasticity handed over like a C program's (matrix, block size, rigid-body
+    modes only), the map naming a winner per case."""
+    mod = _load("time_to_solution")
+    data = mod.main(["--quick", "--cases", "ball-stiff", "channels2d", "--out", str(tmp_path)])
+    _stamped(tmp_path / "time_to_solution.json", "time_to_solution")
+    for case in ("ball-stiff", "channels2d"):
+        rows = {(r["method"], r["N"]): r for r in data["rows"] if r["case"] == case}
+        assert ("gamg-tuned", None) in rows and rows[("gamg-tuned", None)]["options"][
+            "pc_gamg_threshold"] == "0.01"
+    ball = [r for r in data["rows"] if r["case"] == "ball-stiff" and r["method"] == "default"]
+    assert ball and all(r["converged"] and r["rnorm_true"] < 1e-6 for r in ball)
+    text = _readme(mod, tmp_path, "time_to_solution")
+    assert "| ball-stiff |" in text and "gamg-tuned" in text

@@ -88,3 +88,57 @@ def test_rigid_body_modes_are_reproduced_away_from_the_clamped_side(build):
         err = np.abs(P[rows][:, cols] @ coef - Z[rows]).max()
         assert (err <= 1e-8) if p % 4 else (err > 0.1), (p, err)
     assert info["n0"] == Phi.shape[1]
+
+
+def _stiff_ball_2d(m: int, contrast: float):
+    """Q1 plane elasticity on an m x m-cell square with a disc of radius 0.25 at the centre of
+    modulus ``contrast`` (the example's ``-ball``), clamped at x = 0; returns the problem, the
+    free nodes' coordinates and their rigid-body modes."""
+    from conftest import load_script
+    ex = load_script("examples/elasticity.py", "elasticity_example")
+    p = ex.build(2, m, contrast=contrast, element="q1", ball=True)
+    return p, ex.rigid_body_modes(p.points)
+
+
+def test_coefficient_split_gives_a_stiff_inclusion_its_own_rigid_motions():
+    """With the split, a rigid motion of the stiff disc alone (zero on the soft interface
+    nodes) lies in the span of the interface functions; without it, it does not: the face
+    functions are rigid on whole faces, soft and stiff parts together."""
+    from ddlearn.classical.coarse.interface import coefficient_pieces, node_stiffness
+    p, Z = _stiff_ball_2d(24, 1e6)
+    A = p.A
+    x, y = p.points[:, 0], p.points[:, 1]
+    # 3 x 3 box parts: the disc crosses the faces around the central part
+    part = np.repeat(np.minimum((x * 3 - 1e-9).astype(int), 2)
+                     + 3 * np.minimum((y * 3).astype(int), 2), 2)
+    gamma, component, _ = interface_components(A, part, 2)
+    pieces = coefficient_pieces(A, gamma, component, 2, 100.0)
+    assert pieces.max() > component.max()
+    # the pieces refine the components
+    assert all(len(np.unique(component[pieces == k])) == 1 for k in np.unique(pieces))
+    # elements the disc cuts are of intermediate stiffness (E varies over their quadrature
+    # points): they belong to it
+    stiff = node_stiffness(A, 2) > 100 * np.median(node_stiffness(A, 2))
+    dofs = (2 * gamma[:, None] + np.arange(2)).ravel()
+    target = (Z[:, 2] * np.repeat(stiff, 2))[dofs]  # the disc's rotation, zero elsewhere
+    for ratio, inside in ((0.0, False), (100.0, True)):
+        Phi, _ = gdsw_basis(A, part, Z, 2, split_ratio=ratio)
+        G = Phi[dofs].toarray()
+        c = np.linalg.lstsq(G, target, rcond=None)[0]
+        residual = np.linalg.norm(G @ c - target) / np.linalg.norm(target)
+        assert (residual < 1e-8) == inside, (ratio, residual)
+
+
+def test_coefficient_split_leaves_a_constant_coefficient_alone():
+    p, Z = _stiff_ball_2d(16, 1.0)
+    x, y = p.points[:, 0], p.points[:, 1]
+    part = np.repeat(np.minimum((x * 3 - 1e-9).astype(int), 2)
+                     + 3 * np.minimum((y * 3).astype(int), 2), 2)
+    (G, gi), (S, si) = gdsw_basis(p.A, part, Z, 2), gdsw_basis(p.A, part, Z, 2, split_ratio=100)
+    assert gi == si and (G != S).nnz == 0
+
+
+def test_a_split_ratio_that_splits_nothing_sensible_is_refused():
+    from ddlearn.classical.coarse.gdsw import GDSW
+    with pytest.raises(ValueError, match="-ddlearn_gdsw_split_ratio must exceed 1"):
+        GDSW(split_ratio=0.5)

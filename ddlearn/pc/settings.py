@@ -32,7 +32,8 @@ class Settings:
     coarse_space : str, CoarseSpace or None
         ``coarse_space NAME[+NAME...]``: ``none`` or the registry's families
         (:data:`~ddlearn.pc.registry.COARSE_SPACE_NAMES`); ``None``: hats with coordinates on
-        a box partition of a scalar problem, nicolaides otherwise.
+        a box partition of a scalar problem, gdsw (split by coefficient) for a system (block
+        size > 1: elasticity), nicolaides otherwise.
     subdomains : int or None
         ``subdomains N``, independent of the ranks (``None``: 4 per rank).
     overlap : int
@@ -115,13 +116,19 @@ class Settings:
     def coarse_space_for(self, comm, prefix: str, has_coordinates: bool, block_size: int,
                          user_sets: bool) -> CoarseSpace | None:
         """The coarse space asked for (by default hats with coordinates on a box partition of a
-        scalar problem, nicolaides otherwise), configured from its options and refused on every
-        rank where the matrix cannot serve it (block size, coordinates, the user's sets)."""
+        scalar problem, gdsw for a system, nicolaides otherwise), configured from its options
+        and refused on every rank where the matrix cannot serve it (block size, coordinates,
+        the user's sets)."""
         spec = self.coarse_space
         if spec is None:
             boxes = has_coordinates and block_size == 1 and not user_sets and \
                 self.partition in (None, "boxes")
-            spec = "hats" if boxes else "nicolaides"
+            # a system (elasticity from a C program: the matrix, its block size and near-null
+            # space, no Neumann matrices): the spectral space is refused (the algebraic Neumann
+            # matrices are indefinite) and nicolaides is far from robust; gdsw, split by
+            # coefficient, reads all it needs from the matrix (measured: benchmarks/
+            # time_to_solution.py)
+            spec = "hats" if boxes else "gdsw" if block_size > 1 else "nicolaides"
         space, error = spec if isinstance(spec, CoarseSpace) else None, None
         if space is None:
             try:

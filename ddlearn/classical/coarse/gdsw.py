@@ -7,13 +7,20 @@ restriction :math:`Z|_c` (orthonormalised; a component too small to carry a rota
 fewer) on :math:`\Gamma`, extended energy-minimally into every part's interior. For a scalar
 problem the functions sum to one away from the Dirichlet boundary, so the space contains the
 constants there.
+
+*Coefficient pieces* (``-ddlearn_gdsw_split_ratio rho``, :func:`.interface.coefficient_pieces`):
+each component split where the stiffness of neighbouring interface nodes jumps by more than
+:math:`\rho`, so a stiff inclusion crossing a face gets its own near-null-space functions (the
+coefficient-aware interface partition of GDSW for heterogeneous problems). Read from the
+matrix's diagonal alone, so it serves a matrix handed over by a C program.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from .interface import InterfaceCoarseSpace, energy_minimal_extension, interface_components
+from .interface import (InterfaceCoarseSpace, coefficient_pieces, energy_minimal_extension,
+                        interface_components)
 from .nicolaides import orthonormal_columns
 
 __all__ = ["GDSW", "gdsw_basis", "interface_basis", "extended_basis"]
@@ -47,9 +54,11 @@ def extended_basis(A, part: np.ndarray, gamma: np.ndarray, groups, Z, block_size
 
 
 def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
-               block_size: int = 1) -> tuple[sp.csr_matrix, dict]:
-    r""":math:`\Phi` of the GDSW coarse space (scipy, serial) and a summary."""
+               block_size: int = 1, split_ratio: float = 0.0) -> tuple[sp.csr_matrix, dict]:
+    r""":math:`\Phi` of the GDSW coarse space (scipy, serial) and a summary; ``split_ratio``
+    > 1 splits the components by coefficient (:func:`.interface.coefficient_pieces`)."""
     gamma, component, _ = interface_components(A, part, block_size)
+    component = coefficient_pieces(A, gamma, component, block_size, split_ratio)
     order = np.argsort(component, kind="stable")
     splits = np.cumsum(np.bincount(component))[:-1] if len(gamma) else []
     groups = [(gamma[c], np.ones(len(c))) for c in np.split(order, splits)] if len(gamma) \
@@ -59,5 +68,35 @@ def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
 
 
 class GDSW(InterfaceCoarseSpace):
+    """GDSW; ``split_ratio`` (``-ddlearn_gdsw_split_ratio``, default 100; 0: no split) as
+    :func:`gdsw_basis`. The default splits only at a jump of two orders of magnitude between
+    neighbouring interface nodes: a constant coefficient (node stiffness within a factor 8
+    of its neighbours, the Dirichlet boundary included) keeps the classical components.
+    Measured (3D Q1 elasticity, a ball of radius 0.25 at contrast 1e6 as in PETSc's ksp
+    tutorial ex56, 39 744 dofs, 27 subdomains, CG 1e-8): 65 iterations without the split, 52
+    with it (41 at contrast 1)."""
+
     name = "gdsw"
-    build = staticmethod(gdsw_basis)
+
+    def __init__(self, split_ratio: float = 100.0):
+        super().__init__()
+        self.split_ratio = self._checked(split_ratio, "ddlearn_gdsw_")
+
+    @staticmethod
+    def _checked(ratio: float, prefix: str) -> float:
+        if ratio != 0 and not ratio > 1:
+            raise ValueError(f"-{prefix}split_ratio must exceed 1 (the stiffness jump that "
+                             f"splits an interface component) or be 0 (no split), got {ratio!r}")
+        return float(ratio)
+
+    def set_from_options(self, prefix: str) -> None:
+        # the same options on every rank: a bad value raises on every rank
+        self.split_ratio = self._checked(self.options(prefix).getReal("split_ratio",
+                                                                      self.split_ratio),
+                                         f"{prefix}{self.name}_")
+
+    def build(self, A, part, Z, block_size):
+        return gdsw_basis(A, part, Z, block_size, self.split_ratio)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "split_ratio": self.split_ratio}

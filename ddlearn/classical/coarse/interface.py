@@ -5,6 +5,9 @@ components, the energy-minimal extension into the parts, and the serial build on
 - The *touch set* of an interface node: the parts of the node and of its matrix neighbours.
   Interface components: :math:`\Gamma` split by touch set, then into connected pieces (in 2D
   the edges between two parts and the vertices where three or more meet).
+- Coefficient pieces (:func:`coefficient_pieces`, optional): each component split further
+  where the stiffness of neighbouring interface nodes jumps, so that a stiff inclusion or
+  channel crossing the interface gets its own near-null-space functions.
 - Energy-minimal extension of interface values :math:`\Phi_\Gamma`:
   :math:`\Phi_I = -A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma`, :math:`A_{II}` block diagonal over the
   parts (one sparse LU each).
@@ -23,8 +26,8 @@ from ...decomposition.collective import collective_check
 from ...decomposition.layout import gather_matrix, scatter_rows
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 
-__all__ = ["interface_components", "touch_sets", "energy_minimal_extension", "on_rank0",
-           "InterfaceCoarseSpace"]
+__all__ = ["interface_components", "coefficient_pieces", "node_stiffness", "touch_sets",
+           "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
 
 
 def _node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
@@ -56,6 +59,41 @@ def interface_components(A: sp.csr_matrix, part: np.ndarray, block_size: int = 1
     by_label = {v: k for k, v in keys.items()}
     first = np.unique(component, return_index=True)[1]
     return gamma, component, [by_label[label[j]] for j in first]
+
+
+def node_stiffness(A: sp.csr_matrix, block_size: int = 1) -> np.ndarray:
+    r"""The stiffness of each node, :math:`s_j = \sum_{c<b} |a_{bj+c,\,bj+c}|` (the trace of
+    its diagonal block): proportional to the coefficient of the elements around node
+    :math:`j`, read from the matrix alone."""
+    return np.abs(sp.csr_matrix(A).diagonal()).reshape(-1, block_size).sum(axis=1)
+
+
+def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarray,
+                       block_size: int = 1, ratio: float = 0.0) -> np.ndarray:
+    r"""The interface components split by coefficient: two neighbouring interface nodes
+    :math:`j, k` of one component stay together only where their stiffness
+    (:func:`node_stiffness`) is within ``ratio`` of each other,
+    :math:`\max(s_j,s_k) < \rho\,\min(s_j,s_k)`; the pieces are the connected components of
+    what remains. ``ratio`` 0 keeps the components as they are.
+
+    A stiff region (contrast :math:`\gg\rho`) that crosses the interface then owns whole
+    pieces, each carrying the near-null space restricted to it, so a rigid motion of the stiff
+    region alone, zero on the soft rest of the face, is in the coarse space: without the split
+    the only interface functions there are rigid on the whole face, and the rigid motion of the
+    inclusion alone costs energy of the order of the contrast. Nodes on the border of the
+    stiff region touch stiff elements, so they are stiff (:math:`s_j \ge` the stiff
+    coefficient times the smallest element share): the cut falls in the soft material."""
+    if ratio <= 0 or not len(gamma):
+        return component
+    if ratio <= 1:
+        raise ValueError(f"a stiffness ratio must exceed 1 (or be 0: no split), got {ratio!r}")
+    s = node_stiffness(A, block_size)[gamma]
+    G = _node_matrix(sp.csr_matrix(A), block_size)[gamma][:, gamma].tocoo()
+    keep = (component[G.row] == component[G.col]) & \
+        (np.maximum(s[G.row], s[G.col]) < ratio * np.minimum(s[G.row], s[G.col]))
+    H = sp.csr_matrix((np.ones(int(keep.sum())), (G.row[keep], G.col[keep])),
+                      shape=(len(gamma), len(gamma)))
+    return csgraph.connected_components(H, directed=False)[1]
 
 
 def touch_sets(A: sp.csr_matrix, part: np.ndarray, gamma: np.ndarray, block_size: int = 1):
