@@ -24,8 +24,8 @@ Methods (ddlearn's PC from the options database, ``-ddlearn_subdomains N``, over
 ``learned`` (the shipped model); each two-level one also as ``<name>/dist`` (the coarse problem
 on all ranks, ``-ddlearn_coarse_ranks``) and ``<name>/3level`` (the coarse problem solved by
 ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third level). PETSc:
-``asm`` (one block per rank), ``gamg`` (defaults), ``mg+gdsw``, ``cholesky`` (nested
-dissection on one rank, up to ``--direct-max`` unknowns).
+``asm`` (one block per rank), ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01), ``mg+gdsw``,
+``cholesky`` (nested dissection on one rank, up to ``--direct-max`` unknowns).
 
 Recorded per run: iterations, set-up and solve time (slowest rank, barriers around each), the
 PC's own split (partition, basis, local factorisations, coarse set-up; apply time in the local
@@ -83,10 +83,10 @@ COARSE_SOLVE = {
 COARSE_OVERLAP = 0
 DDLEARN = [name + solve for name in COARSE for solve in COARSE_SOLVE
            if not (name == "one-level" and solve)]
-PETSC = ["asm", "gamg", "mg+gdsw", "cholesky"]
+PETSC = ["asm", "gamg", "gamg-tuned", "mg+gdsw", "cholesky"]
 METHODS = DDLEARN + PETSC
 DEFAULT_METHODS = ["one-level", "hats", "nicolaides", "spectral", "spectral/dist",
-                   "spectral/3level", "learned", "asm", "gamg", "cholesky"]
+                   "spectral/3level", "learned", "asm", "gamg", "gamg-tuned", "cholesky"]
 
 
 def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):

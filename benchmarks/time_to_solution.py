@@ -126,16 +126,23 @@ def diffusion_problem(name: str, n: int):
     return make_problem(name, n, contrast=CONTRAST, seed=0), None
 
 
-def _matrix_and_rhs(ex, kind: str, params: dict):
-    """``(A, b, keep)``: the case's PETSc matrix and right-hand side (``keep``: objects to
-    destroy with them)."""
+def build_case(ex, kind: str, params: dict):
+    """The case's problem (scipy, on every rank): an elasticity problem of the example, or a
+    ``(problem, matrix)`` pair of :func:`diffusion_problem`; built once for all methods."""
     if kind == "elasticity":
-        p = ex.build(params["dim"], params["cells"], contrast=params["contrast"],
-                     count=params.get("count"), element=params.get("element", "p1"),
-                     nu=params["nu"], ball=params.get("ball", False))
-        A, b, coords = ex.to_petsc(p)
+        return ex.build(params["dim"], params["cells"], contrast=params["contrast"],
+                        count=params.get("count"), element=params.get("element", "p1"),
+                        nu=params["nu"], ball=params.get("ball", False))
+    return diffusion_problem(params["name"], params["n"])
+
+
+def _matrix_and_rhs(ex, kind: str, problem):
+    """``(A, b, keep)``: the case's PETSc matrix and right-hand side (``keep``: objects to
+    destroy with them), fresh for each method."""
+    if kind == "elasticity":
+        A, b, coords = ex.to_petsc(problem)
         return A, b, [coords]
-    p, M = diffusion_problem(params["name"], params["n"])
+    p, M = problem
     if M is None:
         A = natural_matrix(p)
     else:  # natural_matrix's layout and coordinates with this matrix's values
@@ -152,7 +159,7 @@ def _matrix_and_rhs(ex, kind: str, params: dict):
     return A, b, []
 
 
-def run_one(ex, kind: str, params: dict, method: str, N: int | None, max_it: int) -> dict:
+def run_one(ex, kind: str, problem, method: str, N: int | None, max_it: int) -> dict:
     """One solve with ``method``'s options on a fresh matrix; a failure is a result."""
     options = {"ksp_type": "cg", "ksp_rtol": "1e-8", "ksp_max_it": str(max_it)}
     if method in PETSC:
@@ -162,7 +169,7 @@ def run_one(ex, kind: str, params: dict, method: str, N: int | None, max_it: int
     opts = PETSc.Options()
     for k, v in options.items():
         opts.setValue(k, v)
-    A, b, keep = _matrix_and_rhs(ex, kind, params)
+    A, b, keep = _matrix_and_rhs(ex, kind, problem)
     rec = {"method": method, "N": N, "dofs": A.getSize()[0], "options": options}
     try:
         rec.update(ex.solve(A, b))
@@ -195,8 +202,9 @@ def benchmark(args) -> dict:
         data["cases"][case] = {"kind": kind, **params}
         runs = [(m, None) for m in PETSC] + [(m, k * ranks) for k in PER_RANK
                                              for m in DDLEARN[kind]]
+        problem = build_case(ex, kind, params)
         for method, N in runs:
-            rec = {"case": case, **run_one(ex, kind, params, method, N, args.max_it)}
+            rec = {"case": case, **run_one(ex, kind, problem, method, N, args.max_it)}
             data["rows"].append(rec)
             PETSc.Sys.Print(f"{case} {method} N={N}: {_label(rec)} "
                             + (f"{rec['setup_s']:.2f} + {rec['solve_s']:.2f} s"
