@@ -226,14 +226,13 @@ def element_parts(problem: Problem, N: int, method: str = "metis") -> np.ndarray
         return rcb(problem.mesh.p[:, t].mean(axis=1).T, N)
     if method != "metis":
         raise ValueError(f"unknown -aux_partition {method!r}; choose metis or rcb")
-    import pymetis
+    from ddlearn.decomposition.serial_partition import metis_partition
     T = _incidence(problem)
     D = (T @ T.T).tocsr()
     D.data = (D.data >= problem.dim).astype(np.int8)  # a shared facet: dim shared nodes
     D.setdiag(0)
     D.eliminate_zeros()
-    _, part = pymetis.part_graph(N, adjacency=pymetis.CSRAdjacency(D.indptr, D.indices))
-    return np.asarray(part)
+    return metis_partition(D, N)
 
 
 def rcb(points: np.ndarray, N: int) -> np.ndarray:

@@ -14,8 +14,8 @@ most of its rows, grows it by graph layers and forms the partition of unity. The
   ordering of the unknowns); the default with coordinates;
 - ``rcb``: recursive coordinate bisection (any ``N``, any point cloud), every cut found
   collectively (:func:`~.parallel_partition.rcb_labels`);
-- ``metis``: the whole matrix graph partitioned by METIS (:mod:`pymetis`) on rank 0, the best
-  parts from the graph alone; the default without coordinates;
+- ``metis``: the whole matrix graph partitioned by METIS (:mod:`.serial_partition`) on rank 0,
+  the best parts from the graph alone; the default without coordinates;
 - ``local_metis``: each rank's own rows (the diagonal block of its graph) cut by METIS into its
   share of ``N`` (in proportion to its rows): the graph alone, without a gather, parts that
   never cross a rank boundary and depend on the number of ranks;

@@ -1,9 +1,21 @@
 r"""The serial partitioners of points and graphs: box grids, recursive coordinate bisection,
-METIS, and overlap by graph layers. PETSc-free (numpy, scipy, pymetis), so that the token layouts
+METIS, and overlap by graph layers. PETSc-free (numpy, scipy, METIS), so that the token layouts
 of :mod:`ddlearn.nn` cut meshes with the same functions as the solver; the collective
 partitioners of :mod:`~.partition` use them as their references.
+
+*Which METIS*: the distribution's ``libmetis`` (through :mod:`ctypes`) where it is installed,
+else the one :mod:`pymetis` bundles. A PETSc with SuiteSparse links CHOLMOD, which links the
+distribution's METIS: in a C program that loads the Python PC (``-python``) that library is
+in the global symbol scope, so pymetis's own METIS calls resolve partly into it, and two METIS
+versions sharing one heap corrupt it (measured: a 4-rank run hung in ``free`` inside
+``METIS_PartGraphKway``). One METIS per process avoids that, and the choice depends on the
+machine only, not on what else the process imported, so partitions are reproducible.
 """
 from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import lru_cache
 
 import numpy as np
 import pymetis
@@ -57,10 +69,46 @@ def rcb_partition(coords: np.ndarray, N: int) -> np.ndarray:
     return part
 
 
+#: ``METIS_NOPTIONS`` of METIS 5
+_METIS_NOPTIONS = 40
+
+
+@lru_cache(maxsize=1)
+def _system_metis():
+    """The distribution's METIS 5 (``libmetis.so.5``, 32-bit ``idx_t`` as Debian builds it),
+    or ``None`` where it is not installed."""
+    name = ctypes.util.find_library("metis")
+    return ctypes.CDLL(name) if name else None
+
+
+def _metis_system(lib, G: sp.csr_matrix, N: int, recursive: bool) -> np.ndarray:
+    idx = np.int32
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    xadj, adjncy = np.ascontiguousarray(G.indptr, idx), np.ascontiguousarray(G.indices, idx)
+    nvtxs, ncon, nparts = (np.array([v], idx) for v in (G.shape[0], 1, N))
+    options, objval, part = np.zeros(_METIS_NOPTIONS, idx), np.zeros(1, idx), \
+        np.zeros(G.shape[0], idx)
+    lib.METIS_SetDefaultOptions(ptr(options))
+    call = lib.METIS_PartGraphRecursive if recursive else lib.METIS_PartGraphKway
+    status = call(ptr(nvtxs), ptr(ncon), ptr(xadj), ptr(adjncy), None, None, None, ptr(nparts),
+                  None, None, ptr(options), ptr(objval), ptr(part))
+    if status != 1:  # METIS_OK
+        raise RuntimeError(f"METIS failed (status {status}) partitioning a graph of "
+                           f"{G.shape[0]} vertices into {N} parts")
+    return part.astype(np.int64)
+
+
 def metis_partition(G: sp.csr_matrix, N: int) -> np.ndarray:
-    """METIS k-way partition of the graph ``G`` (symmetric, no diagonal) into ``N`` parts."""
+    """METIS partition of the graph ``G`` (symmetric, no diagonal) into ``N`` parts: recursive
+    bisection for ``N`` <= 8, k-way beyond (METIS's advice, as :mod:`pymetis` does); the
+    distribution's METIS where installed (module docstring)."""
     if N == 1:
         return np.zeros(G.shape[0], dtype=np.int64)
+    G = sp.csr_matrix(G)
+    lib = _system_metis()
+    if lib is not None:
+        return _metis_system(lib, G, N, N <= 8)
+    # the bundled METIS: only where the distribution has none
     _, membership = pymetis.part_graph(N, adjacency=pymetis.CSRAdjacency(G.indptr, G.indices))
     return np.asarray(membership, dtype=np.int64)
 

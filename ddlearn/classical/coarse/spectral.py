@@ -30,7 +30,8 @@ block of the owned rows whichever the pencil (they differ only on the boundary r
 :math:`D_iA_i^RD_i v = \mu (A_i^N + \varepsilon\,\mathrm{diag}\,A_i^N) v` for the largest
 :math:`\mu` (:math:`\lambda \approx 1/\mu`; :func:`~ddlearn.classical.neumann.regularised_pencil`).
 With SLEPc (Krylov–Schur, the shift spectral transform factoring the right-hand matrix once by
-Cholesky) on ``COMM_SELF`` per subdomain, or scipy's ARPACK with the same factorisation.
+Cholesky, CHOLMOD's where the PETSc build has it) on ``COMM_SELF`` per subdomain, or scipy's
+ARPACK with the same factorisation.
 
 Options (``-<prefix>ddlearn_spectral_``): ``nev k`` (default 8), ``threshold tau`` (default 0:
 all ``nev``), ``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
@@ -81,6 +82,7 @@ from ...decomposition.collective import collective_check
 from ...decomposition.layout import sequential_aij
 from ...decomposition.subdomains import rows_fingerprint
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
+from ..overlapping import available_local_solvers
 from ..neumann import (boolean_partition_of_unity, dirichlet_blocks, interior_partition_of_unity,
                        neumann_matrices, regularised_pencil)
 
@@ -149,6 +151,10 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
     ksp = eps.getST().getKSP()
     ksp.setType(PETSc.KSP.Type.PREONLY)
     ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
+    if "cholmod" in available_local_solvers():
+        # the supernodal factorisation of the shift-invert matrix where the build has it
+        # (-ddlearn_spectral_st_pc_factor_mat_solver_type overrides it)
+        ksp.getPC().setFactorSolverType("cholmod")
     eps.setOptionsPrefix(prefix)  # SLEPc adds eps_: -ddlearn_spectral_eps_max_it, ..._eps_type
     eps.setFromOptions()
     space = []
