@@ -37,9 +37,11 @@ fi
 
 # System libraries: PETSc links against the system BLAS/LAPACK and SuiteSparse (CHOLMOD, the
 # supernodal sparse Cholesky, with UMFPACK, KLU and SPQR); CMake and pkg-config build the native
-# plugin against the pip-installed PETSc.
+# plugin against the pip-installed PETSc. OpenBLAS's single-threaded build takes over the
+# system's libblas/liblapack through Debian's alternatives (one thread per MPI rank): CHOLMOD's
+# supernodes are dense BLAS-3 work, several times faster than on the reference BLAS.
 missing=()
-for pkg in liblapack-dev libblas-dev libsuitesparse-dev pkg-config cmake; do
+for pkg in liblapack-dev libblas-dev libopenblas0-serial libsuitesparse-dev pkg-config cmake; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -10,7 +10,8 @@ components, the energy-minimal extension into the parts, and the serial build on
   channel crossing the interface gets its own near-null-space functions.
 - Energy-minimal extension of interface values :math:`\Phi_\Gamma`:
   :math:`\Phi_I = -A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma`, :math:`A_{II}` block diagonal over the
-  parts (one sparse LU each).
+  parts (one sparse factorisation each, by the local solves' package:
+  :class:`~ddlearn.classical.overlapping.SparseSolver`).
 
 With block size :math:`b > 1` the interface is a set of nodes and every dof of a node belongs to
 it. Built serially (scipy) from the whole matrix gathered on rank 0.
@@ -20,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
-import scipy.sparse.linalg as spla
 
 from ...decomposition.collective import collective_check
 from ...decomposition.layout import gather_matrix, scatter_rows
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
+from ..overlapping import SparseSolver
 
 __all__ = ["interface_components", "coefficient_pieces", "node_stiffness", "touch_sets",
            "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
@@ -126,8 +127,9 @@ def energy_minimal_extension(A: sp.csr_matrix, part: np.ndarray, interface: np.n
         touching = np.flatnonzero(np.diff(local.indptr))
         if not len(touching):
             continue
-        lu = spla.splu(sp.csc_matrix(A[interior[mine]][:, interior[mine]]))
-        X = lu.solve(local[:, touching].toarray())
+        solver = SparseSolver(A[interior[mine]][:, interior[mine]])
+        X = solver.solve(local[:, touching].toarray())
+        solver.destroy()
         r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
         rows.append(interior[mine][r]), cols.append(touching[c]), vals.append(X[r, c])
     return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
