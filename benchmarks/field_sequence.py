@@ -164,14 +164,8 @@ def _error_message(e: BaseException) -> tuple[str, bool]:
     """The message of an error raised in a set-up (petsc4py wraps one raised in a Python PC in
     a PETSc.Error whose cause/context carries it) and whether it is a refusal (a ValueError:
     :func:`ddlearn.decomposition.collective.collective_check` raises it on every rank)."""
-    chain, err, refused = [], e, False
-    while err is not None:
-        if isinstance(err, PETSc.Error):
-            chain.append(f"PETSc error {err.ierr}")
-        else:
-            chain.append(f"{type(err).__name__}: {err}")
-            refused |= isinstance(err, ValueError)
-        err = err.__cause__ or err.__context__
+    chain = bench.error_chain(e)
+    refused = any(c.startswith("ValueError: ") for c in chain)
     own = [c for c in chain if not c.startswith("PETSc error")]
     return (own[-1] if own else " <- ".join(chain))[:2000], refused
 

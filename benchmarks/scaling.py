@@ -139,13 +139,7 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
         if not direct or COMM.Get_rank() == 0:  # the direct solver factors on rank 0 alone
             rec.update(_solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts))
     except Exception as e:  # noqa: BLE001 - a failing method is a result
-        chain, err = [], e
-        while err is not None:
-            # PETSc's own message is a traceback of its build's source files: keep the code
-            chain.append(f"PETSc error {err.ierr}" if isinstance(err, PETSc.Error)
-                         else f"{type(err).__name__}: {err}")
-            err = err.__cause__ or err.__context__
-        rec.update(error=" <- ".join(chain)[:2000], converged=False)
+        rec.update(error=bench.failure(e), converged=False)
     finally:
         for o in objs:
             o.destroy()

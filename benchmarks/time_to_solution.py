@@ -175,14 +175,7 @@ def run_one(ex, kind: str, problem, method: str, N: int | None, max_it: int) -> 
         rec.update(ex.solve(A, b))
         rec["total_s"] = rec["setup_s"] + rec["solve_s"]
     except Exception as e:  # noqa: BLE001 - a failing method is a result
-        chain, err = [], e
-        while err is not None:
-            # PETSc's traceback lines ("[0] KSPSetUp() at <its build path>") say nothing here
-            text = " ".join(line for line in str(err).splitlines()
-                            if not line.lstrip().startswith("["))
-            chain.append(f"{type(err).__name__}: {text}")
-            err = err.__cause__ or err.__context__
-        rec.update(error=" <- ".join(chain)[:1500], converged=False)
+        rec.update(error=bench.failure(e), converged=False)
     finally:
         for k in options:
             opts.delValue(k)
@@ -248,22 +241,28 @@ def table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def best_gamg(rows: list[dict]) -> dict | None:
+    """The converged GAMG run (defaults or tuned) of least total time: tuned GAMG is the
+    reference, but where it fails (Chebyshev's eigenvalue estimate can make it indefinite) a
+    user falls back to the defaults."""
+    ok = [r for r in rows if r["method"] in PETSC and r.get("converged")]
+    return min(ok, key=lambda r: r["total_s"]) if ok else None
+
+
 def map_table(data: dict) -> str:
-    """Per case: ddlearn's best run against tuned GAMG."""
-    lines = ["| case | ddlearn's best | its | total s | gamg-tuned its | total s | ratio | "
-             "winner |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    """Per case: ddlearn's best run against GAMG's best (tuned unless it failed)."""
+    lines = ["| case | ddlearn's best | its | total s | GAMG's best | its | total s | "
+             "ratio | winner |", "|---|---|---:|---:|---|---:|---:|---:|---|"]
     for case in data["cases"]:
         rows = [r for r in data["rows"] if r["case"] == case]
-        ref = next((r for r in rows if r["method"] == "gamg-tuned"), None)
-        best = best_ddlearn(rows)
+        ref, best = best_gamg(rows), best_ddlearn(rows)
         if ref is None or best is None:
             continue
-        ratio = best["total_s"] / ref["total_s"] if ref.get("converged") else 0.0
-        winner = "ddlearn" if ratio < 1 else "gamg-tuned"
+        ratio = best["total_s"] / ref["total_s"]
         lines.append(f"| {case} | {_name(best)} | {best['iterations']} | "
-                     f"{best['total_s']:.2f} | {_label(ref)} | "
-                     + (f"{ref['total_s']:.2f} | {ratio:.2f}" if ref.get("converged")
-                        else "– | –") + f" | {winner} |")
+                     f"{best['total_s']:.2f} | {ref['method']} | {ref['iterations']} | "
+                     f"{ref['total_s']:.2f} | {ratio:.2f} | "
+                     f"{'ddlearn' if ratio < 1 else ref['method']} |")
     return "\n".join(lines)
 
 

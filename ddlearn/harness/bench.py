@@ -56,7 +56,8 @@ from ddlearn.decomposition.timing import Timer
 
 __all__ = ["ROOT", "RESULTS", "parser", "parse", "provenance", "write", "read", "results",
            "write_readme", "markdown_table", "show", "peak_reset", "memory_mb", "peak_mb",
-           "peak_mb_ranks", "wall", "slowest", "relative", "load_example"]
+           "peak_mb_ranks", "wall", "slowest", "relative", "load_example", "error_chain",
+           "failure"]
 
 #: The repository root (results record paths relative to it) and the results' root folder.
 ROOT = Path(__file__).resolve().parents[2]
@@ -316,3 +317,21 @@ def wall(fn, comm=COMM) -> float:
     fn()
     timer.lap("run")
     return timer.slowest(comm)["run"]
+
+
+def error_chain(e: BaseException) -> list[str]:
+    """The messages of ``e`` and the exceptions it came from (cause or context), outermost
+    first: a PETSc error as its code alone (its message is a traceback of PETSc's build
+    paths), anything else as ``Type: message`` (a Python PC's exception reaches the caller as
+    the context of a PETSc error)."""
+    chain = []
+    while e is not None:
+        chain.append(f"PETSc error {e.ierr}" if isinstance(e, PETSc.Error)
+                     else f"{type(e).__name__}: {e}")
+        e = e.__cause__ or e.__context__
+    return chain
+
+
+def failure(e: BaseException, limit: int = 2000) -> str:
+    """A failed run's record: :func:`error_chain` joined, at most ``limit`` characters."""
+    return " <- ".join(error_chain(e))[:limit]
