@@ -1,7 +1,7 @@
 r"""Linear elasticity in 2D and 3D (examples/elasticity.py): ddlearn's coarse spaces with the
 rigid-body modes and with the client's Neumann matrices, against PETSc's GAMG, ASM and PCMG+GDSW.
 
-    mpiexec -n 4 python benchmarks/elasticity.py [--quick] [--out DIR]
+    mpiexec -n 2 python benchmarks/elasticity.py [--quick] [--out DIR]
     python benchmarks/elasticity.py --report     (README.md and the plot from the JSON)
 
 P1 vector elements (scikit-fem) on the unit square (100² cells, 20 200 dofs) and cube (14³
@@ -16,19 +16,22 @@ Methods (N = 16 and 64 subdomains for ddlearn's PC, overlap 1):
 
 - ``one-level``: ``-ddlearn_coarse_space none`` on ddlearn's own partition;
 - ``nicolaides``, ``gdsw``, ``rgdsw``: ddlearn's coarse spaces built from the near-null space
-  (one vector per rigid-body mode per subdomain / interface component);
+  (one vector per rigid-body mode per subdomain / interface component; ``gdsw`` with its
+  components split where the coefficient jumps, its default);
 - ``spectral aux``: ddlearn's spectral (GenEO-type) space on the client's own subdomains (METIS
   on the element dual graph, one layer of elements overlap) with their Neumann matrices
   (``set_subdomains`` / ``set_auxiliary_matrices``), k = 8 vectors per subdomain;
 - ``spectral aux tau``: the same with the eigenvectors of lambda < 0.1, at most 32 per subdomain;
 - ``one-level aux``: the same client subdomains, no coarse space (the reference for it);
-- PETSc: ``gamg`` (near-null space), ``asm`` (one block per rank, basic, exact LU blocks),
-  ``mg+gdsw`` (PCMG two-level additive with PETSc's GDSW coarse space, one subdomain per rank,
-  exact LU blocks). These do not depend on N and run once per case.
+- PETSc: ``gamg`` (near-null space), ``gamg-tuned`` (the same with threshold 0.01), ``asm``
+  (one block per rank, basic, exact LU blocks), ``mg+gdsw`` (PCMG two-level additive with
+  PETSc's GDSW coarse space, one subdomain per rank, exact LU blocks). These do not depend on
+  N and run once per case.
 
 A method that fails (DIVERGED_* or an error) is recorded with its reason or message. Times are
-the slowest rank's wall clock (barriers around set-up and solve); 4 ranks share the machine's
-cores, so times compare methods of one run, not machines. Writes ``elasticity.json`` after
+the slowest rank's wall clock (barriers around set-up and solve); one rank per core (more
+ranks than cores slow PETSc's collective set-ups many-fold), and times compare methods of one
+run, not machines. Writes ``elasticity.json`` after
 every run and ``elasticity.png`` (iterations against contrast).
 """
 from __future__ import annotations
@@ -86,11 +89,7 @@ def run_one(ex, problem, method: str, N: int | None, aux, max_it: int) -> dict:
             ex.attach_auxiliary(A, sets, mats)
         rec.update(ex.solve(A, b))
     except Exception as e:  # noqa: BLE001 - a failing method is a result
-        chain, err = [], e
-        while err is not None:
-            chain.append(f"{type(err).__name__}: {err}")
-            err = err.__cause__ or err.__context__
-        rec.update(error=" <- ".join(chain)[:2000], converged=False)
+        rec.update(error=bench.failure(e), converged=False)
     finally:
         for k in options:
             opts.delValue(k)
