@@ -45,7 +45,10 @@ def test_spectral_equals_dense_reference(eigensolver):
     ref = _reference(As, sets, Phi)
     x = np.random.default_rng(4).standard_normal(n * n)
     y, y_ref = apply_gathered(pc, A, x), ref @ x
-    assert np.abs(y - y_ref).max() <= 1e-10 * np.abs(y_ref).max()
+    # two computations of one operator: the eigenvectors agree to the eigensolver's tolerance
+    # (1e-10), amplified by the conditioning of the contrast-1e6 blocks and coarse problem
+    # (measured 1.5e-10 with CHOLMOD's local factorisations); a wrong basis is off by O(1)
+    assert np.abs(y - y_ref).max() <= 1e-8 * np.abs(y_ref).max()
     pc.destroy(), A.destroy()
 
 
