@@ -242,4 +242,12 @@ def test_3d_box_partition_and_hats_by_default():
         pc.destroy()
         r = solve_with_pc_options(A, b, f"b3ds{N}_", pc=PC, subdomains=N)
         assert r.converged and r.rnorm_true < 1e-8
+    # a box grid with one box along an axis (4 = 1 x 2 x 2) has no interior vertex, so no hat:
+    # the default is then nicolaides, never an empty space refused
+    if A.getComm().getSize() <= 4:
+        pc = pc_from_options(A, "b3d4_", pc=PC, subdomains=4)
+        assert pc.getPythonContext().meta["coarse_space"] == "nicolaides"
+        pc.destroy()
+        r = solve_with_pc_options(A, b, "b3ds4_", pc=PC, subdomains=4)
+        assert r.converged and r.rnorm_true < 1e-8
     A.destroy(), b.destroy()

@@ -15,6 +15,7 @@ from ..classical.overlapping import LOCAL_SOLVERS, check_local_solver
 from ..classical.twolevel import CORRECTIONS
 from ..decomposition.collective import collective_check
 from ..decomposition.partition import PARTITIONERS
+from ..decomposition.structured import box_grid
 from .registry import make_coarse_space
 
 __all__ = ["Settings", "LOCAL_TYPES", "LOCAL_SOLVERS"]
@@ -32,8 +33,8 @@ class Settings:
     coarse_space : str, CoarseSpace or None
         ``coarse_space NAME[+NAME...]``: ``none`` or the registry's families
         (:data:`~ddlearn.pc.registry.COARSE_SPACE_NAMES`); ``None``: hats with coordinates on
-        a box partition of a scalar problem, gdsw (split by coefficient) for a system (block
-        size > 1: elasticity), nicolaides otherwise.
+        a box partition of a scalar problem (two boxes or more per direction), gdsw (split by
+        coefficient) for a system (block size > 1: elasticity), nicolaides otherwise.
     subdomains : int or None
         ``subdomains N``, independent of the ranks (``None``: 4 per rank).
     overlap : int
@@ -114,15 +115,20 @@ class Settings:
                          f"-{prefix}coarse_ranks 1 (one coarse rank, the default) up to {size}")
 
     def coarse_space_for(self, comm, prefix: str, has_coordinates: bool, block_size: int,
-                         user_sets: bool) -> CoarseSpace | None:
+                         user_sets: bool, dimension: int = 0) -> CoarseSpace | None:
         """The coarse space asked for (by default hats with coordinates on a box partition of a
-        scalar problem, gdsw for a system, nicolaides otherwise), configured from its options
-        and refused on every rank where the matrix cannot serve it (block size, coordinates,
-        the user's sets)."""
+        scalar problem whose box grid has two boxes or more per direction, gdsw for a system,
+        nicolaides otherwise), configured from its options and refused on every rank where the
+        matrix cannot serve it (block size, coordinates, the user's sets). ``dimension``: the
+        coordinates' (0: unknown)."""
         spec = self.coarse_space
         if spec is None:
+            N = self.subdomains or 4 * comm.getSize()
+            # hats live on the interior vertices of the box grid: none with one box along an
+            # axis (N = 4 in 3D is 1 x 2 x 2)
             boxes = has_coordinates and block_size == 1 and not user_sets and \
-                self.partition in (None, "boxes")
+                self.partition in (None, "boxes") and \
+                (dimension == 0 or min(box_grid(N, dimension)) >= 2)
             # a system (elasticity from a C program: the matrix, its block size and near-null
             # space, no Neumann matrices): the spectral space is refused (the algebraic Neumann
             # matrices are indefinite) and nicolaides is far from robust; gdsw, split by

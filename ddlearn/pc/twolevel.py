@@ -142,7 +142,10 @@ class TwoLevelSchwarzPC:
         collective_check(comm, len({u is None for u in mpi.allgather(user)}) == 1,
                          "subdomains were set on some ranks only: call ddlearn.pc.set_subdomains "
                          "on every rank")
-        space = self.space = s.coarse_space_for(comm, prefix, has, bs, user is not None)
+        dimension = mpi.allreduce(coords.shape[1] if coords is not None and coords.ndim == 2
+                                  else 0, op=MPI.MAX)
+        space = self.space = s.coarse_space_for(comm, prefix, has, bs, user is not None,
+                                                dimension)
         check_symmetric(P, options_ksp_type(pc))
         own = space.subdomains(P) if space is not None else None
         if own is not None:
