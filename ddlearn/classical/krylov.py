@@ -9,7 +9,7 @@ from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
 from ..decomposition.timing import Timer
-from .overlapping import exact_local_solves
+from .overlapping import exact_local_solves, is_symmetric
 
 __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_symmetric_pc",
            "require_symmetric_pc", "options_ksp_type", "SYMMETRIC_KRYLOV"]
@@ -17,7 +17,6 @@ __all__ = ["KrylovResult", "solve", "reason_name", "check_symmetric", "check_sym
 #: Krylov methods that need a symmetric operator and preconditioner
 SYMMETRIC_KRYLOV = ("cg", "cr", "minres")
 
-_PETSC_ERR_SUP = 56  # PETSc's "no support for this operation for this object type"
 
 _REASONS = {getattr(PETSc.KSP.ConvergedReason, k): k
             for k in dir(PETSc.KSP.ConvergedReason) if k.isupper()}
@@ -47,30 +46,12 @@ class KrylovResult:
         return asdict(self)
 
 
-def _is_symmetric(A: PETSc.Mat) -> bool | None:
-    """Whether ``A`` is symmetric to ``1e-12 ||A||_inf``, measured: a symmetry flag set on an
-    assembled matrix survives later changes of its values, so it is not trusted. For a shell
-    matrix, which cannot be measured, its flag if one is set, else ``None``; ``None`` too for a
-    type without a symmetry test. Collective; the type, and so the answer, is the same on every
-    rank."""
-    if A.getType() in (PETSc.Mat.Type.SHELL, PETSc.Mat.Type.PYTHON):
-        known, flag = A.isSymmetricKnown()
-        return bool(flag) if known else None
-    try:
-        tol = 1e-12 * A.norm(PETSc.NormType.INFINITY)
-        return bool(A.isSymmetric(tol))
-    except PETSc.Error as e:
-        if e.ierr == _PETSC_ERR_SUP:
-            return None
-        raise
-
-
 def check_symmetric(A: PETSc.Mat, ksp_type: str) -> None:
     """CG and MINRES need a symmetric operator: refuse a nonsymmetric one (collective, so the
     error is raised on every rank)."""
     if ksp_type not in SYMMETRIC_KRYLOV:
         return
-    if _is_symmetric(A) is False:
+    if is_symmetric(A) is False:
         raise ValueError(f"the matrix is not symmetric, so {ksp_type.upper()} does not apply; "
                          f"use a nonsymmetric Krylov method such as -ksp_type gmres")
 

@@ -25,7 +25,8 @@ from petsc4py import PETSc
 from ..decomposition.collective import collective_check
 from ..decomposition.layout import sequential_aij
 
-__all__ = ["ASM_TYPES", "LOCAL_SOLVERS", "LocalFactorisation", "available_local_solvers",
+__all__ = ["ASM_TYPES", "LOCAL_SOLVERS", "LocalFactorisation", "is_symmetric",
+           "available_local_solvers",
            "check_local_solver", "local_factorisation", "configure_asm", "asm_pc",
            "exact_local_solves", "factor_blocks", "local_solves_of", "SparseSolver"]
 
@@ -43,9 +44,28 @@ _PACKAGES = {"cholmod": ("cholmod", "suitesparse"), "mumps": ("mumps",)}
 #: the package in words, and the configure options that add it
 _WANTS = {"cholmod": ("CHOLMOD (SuiteSparse)", "--download-suitesparse or --with-suitesparse"),
           "mumps": ("MUMPS", "--download-mumps with --download-scalapack")}
-#: relative tolerance of the blocks' symmetry test, :math:`|a_{jk} - a_{kj}| \le 10^{-12}
-#: \|A_i\|_\infty` (as the Krylov layer's test of the matrix)
+#: relative tolerance of the symmetry test (:func:`is_symmetric`),
+#: :math:`|a_{jk} - a_{kj}| \le 10^{-12} \|A\|_\infty`
 SYMMETRY_RTOL = 1e-12
+_PETSC_ERR_SUP = 56  # PETSc's "no support for this operation for this object type"
+
+
+def is_symmetric(A: PETSc.Mat) -> bool | None:
+    """Whether ``A`` is symmetric to :data:`SYMMETRY_RTOL` :math:`\|A\|_\infty`, measured: a
+    symmetry flag set on an assembled matrix survives later changes of its values, so it is not
+    trusted. For a shell matrix, which cannot be measured, its flag if one is set, else
+    ``None``; ``None`` too for a type without a symmetry test. Collective for a parallel
+    matrix; the type, and so the answer, is the same on every rank. The Krylov layer tests the
+    matrix with it, the local factorisations their blocks."""
+    if A.getType() in (PETSc.Mat.Type.SHELL, PETSc.Mat.Type.PYTHON):
+        known, flag = A.isSymmetricKnown()
+        return bool(flag) if known else None
+    try:
+        return bool(A.isSymmetric(SYMMETRY_RTOL * A.norm(PETSc.NormType.INFINITY)))
+    except PETSc.Error as e:
+        if e.ierr == _PETSC_ERR_SUP:
+            return None
+        raise
 
 
 def available_local_solvers() -> tuple[str, ...]:
@@ -136,11 +156,8 @@ class SparseSolver:
     (PETSc objects)."""
 
     def __init__(self, S, solver: str = "auto"):
-        S = S.tocsr()
-        asym = abs(S - S.T)
-        symmetric = asym.nnz == 0 or asym.max() <= SYMMETRY_RTOL * abs(S).max()
-        self.factorisation = local_factorisation(solver, symmetric)
         self._M = sequential_aij(S)
+        self.factorisation = local_factorisation(solver, is_symmetric(self._M) is True)
         self._ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
         self._ksp.setOperators(self._M)
         self._ksp.setType(PETSc.KSP.Type.PREONLY)
@@ -186,12 +203,8 @@ def configure_asm(pc: PETSc.PC, subdomains, variant: str = "basic") -> PETSc.PC:
 
 def _blocks_symmetric(comm, blocks) -> bool:
     """Whether every rank's blocks are symmetric to :data:`SYMMETRY_RTOL` (collective)."""
-    mine = True
-    for B in blocks:
-        try:
-            mine = mine and bool(B.isSymmetric(SYMMETRY_RTOL * B.norm(PETSc.NormType.INFINITY)))
-        except PETSc.Error:  # a block type without a symmetry test: only LU is safe
-            mine = False
+    # a block type without a symmetry test (None): only LU is safe
+    mine = all(is_symmetric(B) is True for B in blocks)
     return bool(comm.tompi4py().allreduce(mine, op=min))
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .interface import (InterfaceCoarseSpace, coefficient_pieces, energy_minimal_extension,
-                        interface_components)
+from .interface import (InterfaceCoarseSpace, checked_split_ratio, coefficient_pieces,
+                        energy_minimal_extension, interface_components)
 from .nicolaides import orthonormal_columns
 
 __all__ = ["GDSW", "gdsw_basis", "interface_basis", "extended_basis"]
@@ -81,20 +81,13 @@ class GDSW(InterfaceCoarseSpace):
 
     def __init__(self, split_ratio: float = 100.0):
         super().__init__()
-        self.split_ratio = self._checked(split_ratio, "ddlearn_gdsw_")
-
-    @staticmethod
-    def _checked(ratio: float, prefix: str) -> float:
-        if ratio != 0 and not ratio > 1:
-            raise ValueError(f"-{prefix}split_ratio must exceed 1 (the stiffness jump that "
-                             f"splits an interface component) or be 0 (no split), got {ratio!r}")
-        return float(ratio)
+        self.split_ratio = checked_split_ratio(split_ratio, "-ddlearn_gdsw_split_ratio")
 
     def set_from_options(self, prefix: str) -> None:
         # the same options on every rank: a bad value raises on every rank
-        self.split_ratio = self._checked(self.options(prefix).getReal("split_ratio",
-                                                                      self.split_ratio),
-                                         f"{prefix}{self.name}_")
+        self.split_ratio = checked_split_ratio(
+            self.options(prefix).getReal("split_ratio", self.split_ratio),
+            f"-{prefix}{self.name}_split_ratio")
 
     def build(self, A, part, Z, block_size):
         return gdsw_basis(A, part, Z, block_size, self.split_ratio)

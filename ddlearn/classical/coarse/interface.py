@@ -27,7 +27,8 @@ from ...decomposition.layout import gather_matrix, scatter_rows
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ..overlapping import SparseSolver
 
-__all__ = ["interface_components", "coefficient_pieces", "node_stiffness", "touch_sets",
+__all__ = ["interface_components", "coefficient_pieces", "checked_split_ratio",
+           "node_stiffness", "touch_sets",
            "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
 
 
@@ -69,6 +70,15 @@ def node_stiffness(A: sp.csr_matrix, block_size: int = 1) -> np.ndarray:
     return np.abs(sp.csr_matrix(A).diagonal()).reshape(-1, block_size).sum(axis=1)
 
 
+def checked_split_ratio(ratio: float, option: str = "the stiffness ratio") -> float:
+    """``ratio`` as a float if it splits sensibly (> 1) or not at all (0), else a ValueError
+    naming ``option``."""
+    if ratio != 0 and not ratio > 1:
+        raise ValueError(f"{option} must exceed 1 (the stiffness jump that splits an interface "
+                         f"component) or be 0 (no split), got {ratio!r}")
+    return float(ratio)
+
+
 def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarray,
                        block_size: int = 1, ratio: float = 0.0) -> np.ndarray:
     r"""The interface components split by coefficient: two neighbouring interface nodes
@@ -84,10 +94,8 @@ def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarra
     inclusion alone costs energy of the order of the contrast. Nodes on the border of the
     stiff region touch stiff elements, so they are stiff (:math:`s_j \ge` the stiff
     coefficient times the smallest element share): the cut falls in the soft material."""
-    if ratio <= 0 or not len(gamma):
+    if checked_split_ratio(ratio) == 0 or not len(gamma):
         return component
-    if ratio <= 1:
-        raise ValueError(f"a stiffness ratio must exceed 1 (or be 0: no split), got {ratio!r}")
     s = node_stiffness(A, block_size)[gamma]
     G = _node_matrix(sp.csr_matrix(A), block_size)[gamma][:, gamma].tocoo()
     keep = (component[G.row] == component[G.col]) & \
