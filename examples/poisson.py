@@ -23,9 +23,12 @@ are PETSc options:
   -field_seed S        seed of a random_* coefficient field (default 200000, the first test
                        seed: never used to train the shipped model)
   -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,gdsw_sub,
-                       spectral,gamg,attention,learned,learned_insitu
-                       (default: none,jacobi,asm,twolevel,spectral,gamg,attention,learned on
-                       Poisson; asm,twolevel,spectral,learned,gamg on the coefficient fields)
+                       spectral,gamg,gamg_tuned,attention,attention_coarse,learned,
+                       learned_insitu (default: none,jacobi,asm,twolevel,spectral,gamg,
+                       gamg_tuned,attention,attention_coarse,learned on Poisson;
+                       asm,twolevel,spectral,learned,gamg,gamg_tuned on the coefficient fields)
+                       gamg: PETSc's GAMG with its defaults; gamg_tuned: threshold 0.01
+                       (ddlearn.harness.options.PETSC_REFERENCE["gamg-tuned"])
                        twolevel: classical two-level Schwarz with the -coarse_space below;
                        nicolaides, gdsw_sub, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
                        that coarse space on the same N and overlap (learned: the pretrained

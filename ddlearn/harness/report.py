@@ -51,6 +51,12 @@ def _label(problem: dict) -> str:
     return f"method ({', '.join([problem['name'] + ' ' + grid] + extra)})"
 
 
+def _oversubscribed(report: dict) -> str:
+    """`` (oversubscribed)`` when the run had more ranks than cores: its times, collective
+    set-ups (GAMG's above all) most, are inflated and compare methods of that run only."""
+    return " (oversubscribed)" if report["ranks"] > report["cores"] else ""
+
+
 def format_report(report: dict) -> str:
     """One problem's table of the main job from its JSON ``report``, with the run's settings
     and wall time underneath."""
@@ -59,7 +65,7 @@ def format_report(report: dict) -> str:
     wall = f", {report['wall_s']:.1f} s wall time" if "wall_s" in report else ""
     lines.append(f"N = {report['subdomains']}, overlap {p.get('overlap')}, "
                  f"n_0 = {p.get('n0')} ({p.get('coarse_space')}), {report['ranks']} ranks on "
-                 f"{report['cores']} cores, {report['ksp_type']} to rtol {report['rtol']:g}"
+                 f"{report['cores']} cores{_oversubscribed(report)}, {report['ksp_type']} to rtol {report['rtol']:g}"
                  f"{wall}")
     return "\n".join(lines)
 
@@ -123,7 +129,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         bench.write_readme(args, "The main job", [
             (f"{name}.json", format_report(r)) for name, r in files.items()], files,
             intro="Written by `examples/poisson.py` (`scripts/main` runs it on 8 ranks); "
-                  "each file is one problem's table.")
+                  "each file is one problem's table. A run with more ranks than cores is "
+                  "marked oversubscribed: its times, the collective set-ups (GAMG's above "
+                  "all) most, are inflated and compare the methods of that run only.")
     else:
         reports = []
         for path in args.files:
