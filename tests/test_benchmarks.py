@@ -120,7 +120,7 @@ def test_any_matrix_quick(tmp_path):
     for r in data["orderings"]:
         assert r["its_natural"] == r["its_ddlearn"] and r["apply_parity"] < 1e-12
     methods = {r["method"] for r in data["fem"]}
-    assert {"gamg", "one-level N=16", "hats boxes N=16", "PCASM N=16"} <= methods
+    assert {"gamg", "gamg-tuned", "one-level N=16", "hats boxes N=16", "PCASM N=16"} <= methods
     assert all(r["converged"] and r["rnorm_true"] < 1e-8 for r in data["fem"])
     assert "| channels 31² | hats | 16 |" in mod.report(data)
 

@@ -130,7 +130,8 @@ def test_geneo_reference_quick_writes_json(tmp_path):
     data = json.loads(out.read_text())
     assert data["n"] == 12 and data["parts"] == 8
     names = {(r["config"], r["kind"]) for r in data["rows"]}
-    assert names == {("asm", "rows"), ("nicolaides", "rows"), ("ours", "rows"),
+    assert names == {("asm", "rows"), ("gamg", "rows"), ("gamg-tuned", "rows"),
+                     ("nicolaides", "rows"), ("ours", "rows"),
                      ("reference", "rows"), ("nicolaides", "rcb"), ("ours", "rcb"),
                      ("reference", "rcb")}
     for r in data["rows"]:
