@@ -80,13 +80,16 @@ class CoarseVectors:
     each ``(row, col)`` given once overall. ``n0`` is the global number of columns;
     ``breaks`` (the same on every rank, or ``None``) the column offsets where one group of
     columns that belong together (one subdomain's) ends and the next begins, ``0`` and ``n0``
-    included; ``None``: no groups, each column its own."""
+    included; ``None``: no groups, each column its own. ``neumann``: the local Neumann
+    matrices of this rank's subdomains the vectors were computed from (sorted :math:`I_i`), for
+    a spectral level below (:mod:`~ddlearn.classical.splitting`), or ``None``."""
 
     rows: np.ndarray
     cols: np.ndarray
     vals: np.ndarray
     n0: int
     breaks: np.ndarray | None = None
+    neumann: list | None = None
 
     @classmethod
     def from_rows(cls, Phi_rows: sp.spmatrix, first_row: int) -> "CoarseVectors":
@@ -97,7 +100,8 @@ class CoarseVectors:
 
     def shifted(self, offset: int) -> "CoarseVectors":
         return CoarseVectors(self.rows, self.cols + offset, self.vals, self.n0,
-                             None if self.breaks is None else self.breaks + offset)
+                             None if self.breaks is None else self.breaks + offset,
+                             self.neumann)
 
     @property
     def groups(self) -> np.ndarray:
@@ -119,6 +123,9 @@ class CoarseSpace:
     partitioner: ClassVar[str | None] = None
     #: the space handles block size > 1 (vector problems)
     supports_blocks: ClassVar[bool] = True
+    #: the space is built from local Neumann matrices, so on a coarse level it asks the level
+    #: above for its splitting (:mod:`~ddlearn.classical.splitting`, multilevel GenEO)
+    uses_neumann: ClassVar[bool] = False
 
     def __init__(self):
         self.found: dict = {}
@@ -192,6 +199,10 @@ class Composite(CoarseSpace):
     def supports_blocks(self) -> bool:  # type: ignore[override]
         return all(p.supports_blocks for p in self.parts)
 
+    @property
+    def uses_neumann(self) -> bool:  # type: ignore[override]
+        return any(p.uses_neumann for p in self.parts)
+
     def set_from_options(self, prefix: str) -> None:
         for p in self.parts:
             p.set_from_options(prefix)
@@ -205,8 +216,9 @@ class Composite(CoarseSpace):
         cat = np.concatenate
         breaks = np.unique(cat([v.groups for v in pieces])) \
             if any(v.breaks is not None for v in pieces) else None
+        neumann = next((v.neumann for v in pieces if v.neumann is not None), None)
         return CoarseVectors(cat([v.rows for v in pieces]), cat([v.cols for v in pieces]),
-                             cat([v.vals for v in pieces]), offset, breaks)
+                             cat([v.vals for v in pieces]), offset, breaks, neumann)
 
     def describe(self) -> dict:
         return {"name": self.name, "parts": [p.describe() for p in self.parts]}

@@ -37,8 +37,9 @@ from petsc4py import PETSc
 from ..decomposition.collective import collective_check
 from ..decomposition.layout import column_groups, distributed_aij, set_column_groups
 from ..decomposition.timing import Timer
+from .splitting import attach, send_to_owners
 
-__all__ = ["CoarseCorrection", "fixed_linear"]
+__all__ = ["CoarseCorrection", "fixed_linear", "wants_splitting"]
 
 #: inner Krylov methods that are a fixed linear map when they run a fixed number of iterations
 _FIXED_WHEN_UNNORMED = (PETSc.KSP.Type.CHEBYSHEV, PETSc.KSP.Type.RICHARDSON)
@@ -54,6 +55,14 @@ def fixed_linear(ksp: PETSc.KSP) -> bool:
     pc = ksp.getPC()
     nested = pc.getPythonContext() if pc.getType() == PETSc.PC.Type.PYTHON else None
     return fixed and getattr(nested, "symmetric", True) is not False
+
+
+def wants_splitting(ksp: PETSc.KSP) -> bool:
+    """Whether the coarse KSP's PC is a nested level that builds a spectral coarse space from
+    the level above's Neumann matrices (its context's ``needs_splitting``)."""
+    pc = ksp.getPC()
+    nested = pc.getPythonContext() if pc.getType() == PETSc.PC.Type.PYTHON else None
+    return bool(getattr(nested, "needs_splitting", False))
 
 
 def _message(error: Exception) -> str:
@@ -79,6 +88,12 @@ class CoarseCorrection:
         blocks (optionally carrying its column groups, which :math:`A_0` then carries too).
     prefix : str
         The options prefix the coarse KSP's ``coarse_`` is appended to.
+    level_above : callable, optional
+        Returns this rank's pieces of :math:`A_0`'s splitting
+        (:func:`~.splitting.galerkin_splitting`; collective), called only when the coarse PC is
+        a nested level that asks for them (:func:`wants_splitting`: a spectral space on
+        :math:`A_0`, multilevel GenEO); they are composed on :math:`A_0` before its set-up, and
+        again on every update.
 
     Attributes
     ----------
@@ -98,7 +113,7 @@ class CoarseCorrection:
         :math:`\\Phi y`).
     """
 
-    def __init__(self, A: PETSc.Mat, Phi: PETSc.Mat, prefix: str = ""):
+    def __init__(self, A: PETSc.Mat, Phi: PETSc.Mat, prefix: str = "", level_above=None):
         self.Phi = Phi
         comm = A.getComm()
         mpi = comm.tompi4py()
@@ -129,23 +144,52 @@ class CoarseCorrection:
             set_column_groups(self.A0, groups)  # what a nested two-level PC groups by
         self.xc, self.yc = Phi.createVecRight(), Phi.createVecRight()
         clock.lap("coarse_product_s")
-        error = None
-        if self.is_coarse:
-            try:
-                self._coarse_solver(prefix, sub)
-            except Exception as e:  # any failure, so that it reaches every rank
-                error = (f"the coarse solver (options prefix -{prefix}coarse_, n_0 = {n0} "
-                         f"coarse unknowns on {len(self.ranks)} rank(s)) could not be set up: "
-                         f"{_message(e)}")
-        try:
-            collective_check(comm, error is None, str(error))
-        except ValueError:
-            self.destroy()  # collective, on every rank, before the error leaves
-            raise
+        self._level_above, self.wants_splitting = level_above, False
+        what = (f"the coarse solver (options prefix -{prefix}coarse_, n_0 = {n0} coarse "
+                f"unknowns on {len(self.ranks)} rank(s)) could not be set up")
+        self._collective(A, what, lambda: self._coarse_solver(prefix, sub))
+        self.wants_splitting = mpi.bcast(self.is_coarse and wants_splitting(self.ksp),
+                                         root=self.ranks[0])
+        self._attach_splitting(A)
+        self._collective(A, what, self._set_up)
         self.symmetric, self.solver = mpi.bcast((self.symmetric, self.solver),
                                                 root=self.ranks[0])
         clock.lap("coarse_setup_s")
         self.timing = clock.slowest(comm)
+
+    def _collective(self, A: PETSc.Mat, what: str, step) -> None:
+        """Run ``step`` on the coarse ranks; a failure on one stops every rank with its
+        message, the objects destroyed first (collective)."""
+        error = None
+        if self.is_coarse:
+            try:
+                step()
+            except Exception as e:  # any failure, so that it reaches every rank
+                error = f"{what}: {_message(e)}"
+        try:
+            collective_check(A.getComm(), error is None, str(error))
+        except ValueError:
+            self.destroy()  # collective, on every rank, before the error leaves
+            raise
+
+    def _attach_splitting(self, A: PETSc.Mat) -> None:
+        r"""The level above's pieces :math:`(R_i\Phi)^TA_i^N(R_i\Phi)` composed on
+        :math:`A_0` for a nested level that asks for them (:mod:`.splitting`; collective)."""
+        if not self.wants_splitting:
+            return
+        collective_check(A.getComm(), self._level_above is not None,
+                         "the coarse level's preconditioner asks for the level above's Neumann "
+                         "matrices, and this level has none to give")
+        pieces = send_to_owners(A.getComm(), self._level_above(),
+                                np.asarray(self.Phi.getOwnershipRangesColumn()))
+        if self.is_coarse:
+            attach(self.A0, pieces)
+
+    def _set_up(self) -> None:
+        self.ksp.setOperators(self.A0)
+        self.ksp.setUp()
+        self.symmetric = fixed_linear(self.ksp)
+        self.solver = f"{self.ksp.getType()}/{self.ksp.getPC().getType()}"
 
     def _local_rows(self) -> sp.csr_matrix:
         """This rank's rows of the distributed :math:`A_0` (global columns)."""
@@ -161,9 +205,6 @@ class CoarseCorrection:
                                  else PETSc.PC.Type.REDUNDANT)
         self.ksp.setOperators(self.A0)
         self.ksp.setFromOptions()
-        self.ksp.setUp()
-        self.symmetric = fixed_linear(self.ksp)
-        self.solver = f"{self.ksp.getType()}/{self.ksp.getPC().getType()}"
         # Views of the coarse vectors' storage on the coarse communicator.
         size = (self.xc.getLocalSize(), self.xc.getSize())
         self._xs = PETSc.Vec().createWithArray(self.xc.getArray(), size=size, comm=comm)
@@ -187,6 +228,7 @@ class CoarseCorrection:
                                  rows.indices.astype(PETSc.IntType), rows.data)
             self.A0.assemble()
         clock.lap("coarse_product_s")
+        self._attach_splitting(A)
         if self.is_coarse:
             self.ksp.setOperators(self.A0)
             self.ksp.setUp()

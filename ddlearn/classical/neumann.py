@@ -104,8 +104,12 @@ def regularised_pencil(AN: sp.csr_matrix, D: np.ndarray, right: sp.csr_matrix | 
     relative to each row's own diagonal: one relative to the largest entry is invisible in a
     high-coefficient region and swamps a low one at contrast 1e8."""
     right = AN if right is None else right
+    shift = np.abs(AN.diagonal())
+    # a row no energy of A^N reaches (a coarse level's Neumann matrix summed from the level
+    # above's pieces, on a subdomain wider than their supports) takes A^R's diagonal
+    shift = np.where(shift > 0, shift, np.abs(right.diagonal()))
     return ((sp.diags(D) @ right @ sp.diags(D)).tocsr(),
-            (AN + sp.diags(REGULARISATION * np.abs(AN.diagonal()))).tocsr())
+            (AN + sp.diags(REGULARISATION * shift)).tocsr())
 
 
 #: the smallest eigenvalue of the diagonally scaled Neumann matrix that still counts as

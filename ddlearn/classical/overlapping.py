@@ -51,7 +51,7 @@ _PETSC_ERR_SUP = 56  # PETSc's "no support for this operation for this object ty
 
 
 def is_symmetric(A: PETSc.Mat) -> bool | None:
-    """Whether ``A`` is symmetric to :data:`SYMMETRY_RTOL` :math:`\|A\|_\infty`, measured: a
+    r"""Whether ``A`` is symmetric to :data:`SYMMETRY_RTOL` :math:`\|A\|_\infty`, measured: a
     symmetry flag set on an assembled matrix survives later changes of its values, so it is not
     trusted. For a shell matrix, which cannot be measured, its flag if one is set, else
     ``None``; ``None`` too for a type without a symmetry test. Collective for a parallel

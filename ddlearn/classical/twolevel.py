@@ -25,7 +25,9 @@ from petsc4py import PETSc
 
 from ..decomposition.timing import Timer
 from .galerkin import CoarseCorrection
+from .neumann import neumann_matrices
 from .overlapping import asm_pc, factor_blocks, local_solves_of
+from .splitting import galerkin_splitting
 
 __all__ = ["TwoLevelSchwarz", "matrix_structure", "CORRECTIONS"]
 
@@ -85,7 +87,7 @@ class TwoLevelSchwarz:
         self.subdomains, self.Phi, self.variant, self.prefix = subdomains, Phi, variant, prefix
         self.correction, self.local_solver = correction, local_solver
         self.local_solves = None  # what the blocks use, once set up
-        self.local = self.coarse = self._structure = self.A = None
+        self.local = self.coarse = self._structure = self.A = self._neumann = None
         self._prefix, self._setup_s = prefix, {}
         self._work = ()
         self._tally, self._applies = Timer("local"), 0
@@ -141,7 +143,9 @@ class TwoLevelSchwarz:
         if self.coarse is not None:
             self.coarse.update(P)
         elif self.Phi is not None:
-            self.coarse = CoarseCorrection(P, self.Phi, self._prefix)
+            self.coarse = CoarseCorrection(P, self.Phi, self._prefix,
+                                           lambda: self._splitting(P))
+        self._neumann = None  # used, or not wanted: the set-up's peak memory only
         self.A = P
         split = self.coarse.timing if self.coarse is not None else \
             {"coarse_product_s": 0.0, "coarse_setup_s": 0.0}
@@ -150,12 +154,23 @@ class TwoLevelSchwarz:
         if self.coarse is not None and self.correction != "additive" and not self._work:
             self._work = tuple(P.createVecLeft() for _ in range(3))
 
-    def set_coarse_basis(self, Phi: PETSc.Mat | None) -> None:
+    def set_coarse_basis(self, Phi: PETSc.Mat | None, neumann: list | None = None) -> None:
         """A new coarse basis (for coarse spaces that depend on the matrix values): the next
-        set-up builds the coarse correction on it and keeps the overlapping part."""
+        set-up builds the coarse correction on it and keeps the overlapping part. ``neumann``:
+        the local Neumann matrices the basis was computed from, if any, for a spectral level
+        below (:meth:`_splitting`)."""
         if self.coarse is not None:
             self.coarse.destroy()
-        self.coarse, self.Phi = None, Phi
+        self.coarse, self.Phi, self._neumann = None, Phi, neumann
+
+    def _splitting(self, P: PETSc.Mat):
+        r"""This rank's pieces :math:`(R_i\Phi)^TA_i^N(R_i\Phi)` of :math:`A_0`'s splitting
+        (:func:`~.splitting.galerkin_splitting`), from the coarse space's Neumann matrices or,
+        without them, the algebraic ones (refused where indefinite; collective)."""
+        neumann = self._neumann if self._neumann is not None else neumann_matrices(
+            P, self.subdomains, None, "a spectral coarse space on the coarse level (multilevel "
+            "GenEO, from this level's Neumann matrices)", prefix=self._prefix)
+        return galerkin_splitting(self.Phi, self.subdomains, neumann)
 
     def update(self, P: PETSc.Mat) -> None:
         """New values of the same matrix: refactor the local blocks (checked on every rank,

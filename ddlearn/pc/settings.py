@@ -90,6 +90,16 @@ class Settings:
         self.local_solver = opts.getString("local_solver", self.local_solver)
 
     @property
+    def uses_neumann(self) -> bool:
+        """Whether the coarse space asked for is built from local Neumann matrices (a classical
+        family's ``uses_neumann``: ``spectral``, alone or in a sum)."""
+        spec = self.coarse_space
+        if isinstance(spec, CoarseSpace):
+            return spec.uses_neumann
+        return any(getattr(FAMILIES.get(name.strip()), "uses_neumann", False)
+                   for name in (spec or "").split("+"))
+
+    @property
     def symmetric(self) -> bool:
         """A symmetric one-level part and form of the coarse correction."""
         return self.local_type == "basic" and CORRECTIONS.get(self.correction, True)

@@ -43,6 +43,7 @@ from petsc4py import PETSc
 
 from ..classical.coarse_space import CoarseInput, CoarseSpace, Composite, coarse_basis
 from ..classical.krylov import check_symmetric, options_ksp_type, require_symmetric_pc
+from ..classical.splitting import subdomain_neumann
 from ..classical.twolevel import TwoLevelSchwarz
 from ..decomposition.collective import collective_check
 from ..decomposition.layout import sequential_aij
@@ -89,6 +90,7 @@ class TwoLevelSchwarzPC:
                                  local_solver)
         self.space: CoarseSpace | None = None
         self.two_level = self.subdomains = self.Phi = self._input = None
+        self._from_level_above = False
         self._setup_s: dict = {}
         self.meta: dict = {}
 
@@ -96,6 +98,13 @@ class TwoLevelSchwarzPC:
     def symmetric(self) -> bool:
         """Symmetric settings and, once set up, a coarse solve that is a fixed linear map."""
         return self.settings.symmetric and (self.two_level is None or self.two_level.symmetric)
+
+    @property
+    def needs_splitting(self) -> bool:
+        """Whether this PC, as the coarse solver of a level above, wants that level's Neumann
+        matrices projected onto its matrix (:mod:`~ddlearn.classical.splitting`): a coarse space
+        built from Neumann matrices (``spectral``), the multilevel GenEO construction."""
+        return self.settings.uses_neumann
 
     @property
     def timing(self) -> dict:
@@ -161,6 +170,11 @@ class TwoLevelSchwarzPC:
         self._input = CoarseInput(P, self.subdomains, prefix, coords,
                                   near_null_space(P, s.near_null_space, coords, bs, prefix),
                                   user_auxiliary(pc, P, self.subdomains), bs)
+        self._from_level_above = False
+        if self._input.auxiliary is None:
+            # a coarse level below a spectral one: its Neumann matrices from the level above
+            self._input.auxiliary = subdomain_neumann(P, self.subdomains, prefix)
+            self._from_level_above = self._input.auxiliary is not None
         self.two_level = TwoLevelSchwarz(self.subdomains, None, s.local_type, "ddlearn_",
                                          s.correction, s.local_solver)
         timer.lap("basis_s")
@@ -172,17 +186,22 @@ class TwoLevelSchwarzPC:
         factorisations and the coarse operator :math:`A_0 = \\Phi^TA\\Phi`
         (:meth:`TwoLevelSchwarz.setUp`: symbolic the first time, numeric after)."""
         timer = Timer()
+        if self._from_level_above and self.Phi is not None:
+            # new values above: new pieces attached to the new A_0
+            self._input.auxiliary = subdomain_neumann(P, self.subdomains, self._input.prefix)
         if self.space is not None and (self.Phi is None or self.space.value_dependent):
             self.two_level.set_coarse_basis(None)
             if self.Phi is not None:
                 self.Phi.destroy()
-            self.Phi = self._basis()
-            self.two_level.set_coarse_basis(self.Phi)
+            self.Phi, neumann = self._basis()
+            self.two_level.set_coarse_basis(self.Phi, neumann)
         timer.lap("basis_s")
         self._setup_s["basis_s"] += timer.slowest(pc.getComm())["basis_s"]
         self.two_level.setUp(pc)
 
-    def _basis(self) -> PETSc.Mat:
+    def _basis(self) -> tuple:
+        """``(Phi, neumann)``: the coarse basis and the Neumann matrices it was built from
+        (``None`` if none), for a spectral level below (collective)."""
         vectors = self.space.vectors(self._input)
         prefix, ranks = self._input.prefix, self.settings.coarse_ranks
         # n_0 = 0 (e.g. GDSW on one subdomain: no interface) leaves one level on one rank
@@ -192,7 +211,7 @@ class TwoLevelSchwarzPC:
                          f"{self.space.name}: use -{prefix}coarse_ranks {max(vectors.n0, 1)} "
                          f"or fewer")
         return coarse_basis(self._input, vectors, self.settings.coarse_rank,
-                            ranks if vectors.n0 else 1)
+                            ranks if vectors.n0 else 1), vectors.neumann
 
     def _summary(self) -> dict:
         """What the PC built (kept as :attr:`meta` after the set-up): the coarse space's name,
@@ -203,6 +222,7 @@ class TwoLevelSchwarzPC:
                "n0": self.Phi.getSize()[1] if self.Phi is not None else 0,
                "coarse_ranks": list(coarse.ranks) if coarse else [],
                "coarse_solver": coarse.solver if coarse else "",
+               "neumann_from_level_above": self._from_level_above,
                "local_solves": str(self.two_level.local_solves)}
         parts = self.space.parts if isinstance(self.space, Composite) else \
             [self.space] if self.space else []

@@ -247,6 +247,7 @@ class Spectral(CoarseSpace):
 
     name = "spectral"
     value_dependent = True
+    uses_neumann = True
 
     def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
                  tol: float = 1e-10, pencil: str = "dirichlet", partition_of_unity: str = "auto",
@@ -322,6 +323,7 @@ class Spectral(CoarseSpace):
                          f"-{self._prefix}nev, a looser -{self._prefix}tol or more "
                          f"-{self._prefix}eps_max_it")
         out = subdomain_columns(comm, s.N, {i: f[:3] for i, f in found.items()})
+        out.neumann = ANs
         counts = [len(f[3]) for f in found.values()]
         largest = [float(f[3].max()) for f in found.values() if len(f[3])]
         mpi = comm.tompi4py()
