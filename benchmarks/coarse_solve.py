@@ -1,19 +1,30 @@
 """The coarse problem at scale: one coarse rank (sequential Cholesky) against the coarse problem
 distributed over P ranks (``-ddlearn_coarse_ranks``) with an exact coarse solve
-(``PCREDUNDANT``, the default, or ``PCTELESCOPE`` onto one rank with Cholesky) and against a
-three-level method (the coarse problem solved by ddlearn's two-level PC, nested prefixes,
-Nicolaides on the third level, its subdomains groups of fine subdomains' coarse functions).
+(``PCREDUNDANT``, the default, or ``PCTELESCOPE`` onto one rank with Cholesky) and against
+three-level methods: the coarse problem solved by ddlearn's two-level PC (nested prefixes), its
+subdomains groups of fine subdomains' coarse functions, with Nicolaides or a spectral space on
+the third level (multilevel GenEO: the fine level's Neumann matrices projected onto
+:math:`A_0`, :mod:`ddlearn.classical.splitting`), applied once (``preonly``) or by two or four
+Chebyshev iterations (``-ddlearn_coarse_ksp_type chebyshev -ddlearn_coarse_ksp_norm_type none``,
+still a fixed linear map for CG).
 
-2D ``random_channels`` of contrast 1e6, box subdomains of 32² unknowns, natural ordering,
-PETSc's rows, coordinates attached, b = 1, CG to rtol 1e-8 on the unpreconditioned residual;
-Nicolaides and spectral (k = 8) on the fine level. Recorded: iterations, set-up and solve
-(slowest rank), the PC's set-up split (local factorisations, coarse triple product, coarse
-set-up) and apply split (local part, coarse part: Phi^T x, coarse solve, Phi y), slowest rank::
+Cases (contrast 1e6, natural ordering, PETSc's rows, coordinates attached, b = 1, CG to rtol
+1e-8 on the unpreconditioned residual):
 
-    mpiexec -n 4 python benchmarks/coarse_solve.py [--sizes 256 1024] [--out DIR]
+- ``channels2d``: 2D ``random_channels``, box subdomains of 32² unknowns (N = 256: 512²),
+  Nicolaides and spectral (k = 8) on the fine level;
+- ``inclusions3d``: 3D ``random_inclusions3d``, box subdomains of 8³ unknowns (N = 216: 48³),
+  spectral (k = 8) on the fine level.
+
+Recorded: iterations, set-up and solve (slowest rank), the PC's set-up split (local
+factorisations, coarse triple product, coarse set-up) and apply split (local part, coarse part:
+Phi^T x, coarse solve, Phi y), slowest rank::
+
+    mpiexec -n 2 python benchmarks/coarse_solve.py [--cases channels2d inclusions3d]
+             [--sizes N ...] [--out DIR]
     python benchmarks/coarse_solve.py --report     (README.md from the JSON)
 
-One run on oversubscribed cores: compare configurations of one run (ratios), not seconds.
+Compare configurations of one run (ratios), not seconds of different runs.
 """
 from __future__ import annotations
 
@@ -32,20 +43,37 @@ from ddlearn.harness.systems import natural_matrix  # noqa: E402
 COMM = MPI.COMM_WORLD
 SPACES = {"nicolaides": {"coarse_space": "nicolaides"},
           "spectral": {"coarse_space": "spectral", "spectral_nev": 8}}
+#: per case: the problem family, unknowns per subdomain and direction, dimension, default N,
+#: the fine spaces
+CASES = {"channels2d": ("random_channels", 32, 2, 256, ("nicolaides", "spectral")),
+         "inclusions3d": ("random_inclusions3d", 8, 3, 216, ("spectral",))}
+#: Chebyshev iterations on the coarse level: a fixed count, no norm, a fixed linear map
+CHEBYSHEV = {"coarse_ksp_type": "chebyshev", "coarse_ksp_norm_type": "none"}
 
 
 def configurations(N: int, size: int) -> dict:
-    nested = {"coarse_ksp_type": "preonly", "coarse_pc_type": "python",
-              "coarse_pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
-              "coarse_ddlearn_coarse_space": "nicolaides"}
+    nested = {"coarse_ranks": size, "coarse_ksp_type": "preonly", "coarse_pc_type": "python",
+              "coarse_pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
+    third = {"nicolaides": {"coarse_ddlearn_coarse_space": "nicolaides"},
+             "spectral": {"coarse_ddlearn_coarse_space": "spectral",
+                          "coarse_ddlearn_spectral_nev": 8}}
+
+    def three(Nc, space, chebyshev=0):
+        return {**nested, "coarse_ddlearn_subdomains": Nc, **third[space],
+                **({**CHEBYSHEV, "coarse_ksp_max_it": chebyshev} if chebyshev else {})}
+
     return {
         "P=1 cholesky": {},
         f"P={size} redundant": {"coarse_ranks": size},
         f"P={size} telescope": {"coarse_ranks": size, "coarse_pc_type": "telescope",
                                 "coarse_pc_telescope_reduction_factor": size,
                                 "coarse_telescope_pc_type": "cholesky"},
-        **{f"3-level N_c={N // d}": {"coarse_ranks": size, **nested,
-                                     "coarse_ddlearn_subdomains": N // d} for d in (16, 8)},
+        f"3-level N_c={N // 16} nicolaides": three(N // 16, "nicolaides"),
+        f"3-level N_c={N // 8} nicolaides": three(N // 8, "nicolaides"),
+        f"3-level N_c={N // 8} spectral": three(N // 8, "spectral"),
+        f"3-level N_c={N // 8} nicolaides, chebyshev 2": three(N // 8, "nicolaides", 2),
+        f"3-level N_c={N // 8} spectral, chebyshev 2": three(N // 8, "spectral", 2),
+        f"3-level N_c={N // 8} spectral, chebyshev 4": three(N // 8, "spectral", 4),
     }
 
 
@@ -85,26 +113,38 @@ def run(A, b, prefix: str, settings: dict) -> dict:
 
 
 def summary(data: dict) -> str:
-    lines = [f"2D random_channels 1e6, 32² per subdomain, {data['ranks']} ranks",
-             "| N | fine space | coarse solve | n0 | its | its / P=1 | set-up local / triple "
-             "product / coarse set-up (s) | apply local / coarse (s) | coarse share |",
-             "|---:|---|---|---:|---:|---:|---|---|---:|"]
-    for r in data["runs"]:
-        base = next(q for q in data["runs"] if q["N"] == r["N"] and q["space"] == r["space"]
-                    and q["config"] == "P=1 cholesky")
-        s = r["split"]
-        share = s["apply_coarse_s"] / (s["apply_local_s"] + s["apply_coarse_s"])
-        lines.append(f"| {r['N']} | {r['space']} | {r['config']} | {r['n0']} | "
-                     f"{r['iterations']} | {r['iterations'] / base['iterations']:.2f} | "
-                     f"{s['local_s']:.2f} / {s['coarse_product_s']:.2f} / "
-                     f"{s['coarse_setup_s']:.2f} | {s['apply_local_s']:.2f} / "
-                     f"{s['apply_coarse_s']:.2f} | {100 * share:.0f} % |")
-    return "\n".join(lines)
+    blocks = []
+    for case, (family, sub, dim, _, _) in CASES.items():
+        runs = [r for r in data["runs"] if r.get("case", "channels2d") == case]
+        if not runs:
+            continue
+        lines = [f"**{case}**: {family} 1e6, {sub}{'²' if dim == 2 else '³'} per subdomain, "
+                 f"{data['ranks']} ranks", "",
+                 "| N | fine space | coarse solve | n0 | its | its / P=1 | set-up local / "
+                 "triple product / coarse set-up (s) | set-up + solve (s) | apply local / "
+                 "coarse (s) | coarse share |",
+                 "|---:|---|---|---:|---:|---:|---|---:|---|---:|"]
+        for r in runs:
+            base = next(q for q in runs if q["N"] == r["N"] and q["space"] == r["space"]
+                        and q["config"] == "P=1 cholesky")
+            s = r["split"]
+            share = s["apply_coarse_s"] / (s["apply_local_s"] + s["apply_coarse_s"])
+            its = r["iterations"] if r["converged"] else f"> {r['iterations']}"
+            lines.append(f"| {r['N']} | {r['space']} | {r['config']} | {r['n0']} | "
+                         f"{its} | {r['iterations'] / base['iterations']:.2f} | "
+                         f"{s['local_s']:.2f} / {s['coarse_product_s']:.2f} / "
+                         f"{s['coarse_setup_s']:.2f} | {r['setup_s'] + r['solve_s']:.2f} | "
+                         f"{s['apply_local_s']:.2f} / {s['apply_coarse_s']:.2f} | "
+                         f"{100 * share:.0f} % |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = bench.parser("coarse_solve", __doc__, "N = 64 and Nicolaides only (a smoke run)")
-    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="N (default 256)")
+    ap = bench.parser("coarse_solve", __doc__, "channels2d, N = 64, Nicolaides only (a smoke run)")
+    ap.add_argument("--cases", nargs="+", default=None, choices=list(CASES))
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="N (default: 256 for channels2d, 216 for inclusions3d)")
     ap.add_argument("--spaces", nargs="+", default=None, choices=list(SPACES))
     args = bench.parse(ap, argv)
     if args.report:
@@ -112,24 +152,30 @@ def main(argv: list[str] | None = None) -> dict:
         bench.write_readme(args, "The coarse problem at scale",
                            [("Table", summary(files["coarse_solve"]))], files)
         return files["coarse_solve"]
-    args.sizes = args.sizes or ([64] if args.quick else [256])
-    args.spaces = args.spaces or (["nicolaides"] if args.quick else list(SPACES))
+    cases = args.cases or (["channels2d"] if args.quick else list(CASES))
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "runs": []}
-    for N in args.sizes:
-        k = int(round(N ** 0.5))
-        problem = make_problem("random_channels", 32 * k, contrast=1e6)
-        A = natural_matrix(problem)
-        b = A.createVecLeft()
-        b.set(1.0)
-        for space in args.spaces:
-            for j, (name, config) in enumerate(configurations(N, COMM.Get_size()).items()):
-                r = run(A, b, f"c{N}{space}{j}_", {"subdomains": N, **SPACES[space], **config})
-                r.update(N=N, n=problem.n, space=space, config=name)
-                data["runs"].append(r)
-                bench.show(f"{N} {space} {name} {r['iterations']} "
-                           f"{ {k: round(v, 3) for k, v in r['split'].items()} }")
-                bench.write(args, data)
-        A.destroy(), b.destroy()
+    for case in cases:
+        family, sub, dim, default, spaces = CASES[case]
+        sizes = args.sizes or ([64] if args.quick else [default])
+        spaces = args.spaces or (["nicolaides"] if args.quick else list(spaces))
+        for N in sizes:
+            k = int(round(N ** (1 / dim)))
+            if k ** dim != N:
+                raise SystemExit(f"--sizes {N}: {case} needs a {dim}-th power (k^{dim} boxes)")
+            problem = make_problem(family, sub * k, contrast=1e6)
+            A = natural_matrix(problem)
+            b = A.createVecLeft()
+            b.set(1.0)
+            for space in spaces:
+                for j, (name, config) in enumerate(configurations(N, COMM.Get_size()).items()):
+                    r = run(A, b, f"c{case}{N}{space}{j}_",
+                            {"subdomains": N, **SPACES[space], **config})
+                    r.update(case=case, N=N, n=problem.n, space=space, config=name)
+                    data["runs"].append(r)
+                    bench.show(f"{case} {N} {space} {name} {r['iterations']} "
+                               f"{ {k: round(v, 3) for k, v in r['split'].items()} }")
+                    bench.write(args, data)
+            A.destroy(), b.destroy()
     bench.show(summary(data))
     return data
 
