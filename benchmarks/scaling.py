@@ -2,7 +2,8 @@ r"""Weak scaling at a fixed subdomain size: how iterations, set-up, apply and me
 ddlearn's two-level methods grow with the number of subdomains N, beside PETSc's own.
 
     mpiexec -n 4 python benchmarks/scaling.py [--quick] [--out DIR] [--name STEM] [--resume]
-             [--dims 2 3] [--cases poisson channels inclusions] [--methods ...] [--sizes K ...]
+             [--dims 2 3] [--cases poisson channels inclusions elasticity] [--methods ...]
+             [--sizes K ...]
     python benchmarks/scaling.py --model      (the projected cost at P = N ranks from
                                                scaling.json: scaling_model.json)
     python benchmarks/scaling.py --report     (README.md: tables, projection and plots)
@@ -18,6 +19,21 @@ on the 7-point (3D) / 5-point (2D) diffusion operator with harmonic-mean faces
 PETSc's default rows, coordinates attached, b = 1, CG to rtol 1e-8 on the unpreconditioned
 residual, no divergence test, at most ``--max-it`` iterations (and ``--max-solve-s``
 seconds).
+
+Case ``elasticity`` (3D only, not in the default ``--cases``): linear elasticity of
+examples/elasticity.py, Q1 hexahedra (block size 3, node-wise dofs) on the unit cube clamped at
+x = 0, gravity, ν = 0.3, E = 1 with its 20 random stiff balls (seed 0) of E = 1e6, sampled at
+the 2 x 2 x 2 Gauss points (``intorder`` 3); 9³ cells per subdomain, N = 8, 64, 512 (18³, 36³,
+72³ cells: 19 494, 147 852, 1 151 064 unknowns); the rigid-body modes as near-null space, the
+coordinates attached, b = the load. Each rank assembles only the elements touching its own rows
+(examples/elasticity.py ``assemble_rows``). Its methods (default ``gdsw``, ``spectral-aux``,
+``gamg-tuned``, ``gamg``): ``spectral-aux`` is the spectral space on the client's own
+subdomains (the N boxes of 9³ cells by recursive coordinate bisection plus one layer of
+elements) with their Neumann matrices (``set_subdomains`` / ``set_auxiliary_matrices``,
+examples/elasticity.py ``auxiliary``), the eigenvectors of λ < 0.1, at most 32 per subdomain
+(with 8 per subdomain the elasticity study's 3D inclusions needed 389-758 iterations); each
+rank assembles the Neumann matrices of its own subdomains, recorded as ``aux_s`` beside the
+matrix's ``assemble_s``, neither in the set-up.
 
 Methods (ddlearn's PC from the options database, ``-ddlearn_subdomains N``, overlap 1, boxes):
 ``one-level``, ``hats``, ``nicolaides``, ``gdsw``, ``spectral`` (8 vectors per subdomain),
@@ -62,7 +78,18 @@ COMM = MPI.COMM_WORLD
 #: dimension -> (unknowns per subdomain per direction, subdomains per direction of the series)
 SERIES = {3: (16, (2, 4, 8)), 2: (32, (4, 16, 64))}
 QUICK = {3: (4, (2, 3)), 2: (8, (2, 4))}
-CASES = {"poisson": 1.0, "channels": 1e6, "inclusions": 1e6}
+CASES = {"poisson": 1.0, "channels": 1e6, "inclusions": 1e6, "elasticity": 1e6}
+#: the cases of the default run
+SCALAR = ["poisson", "channels", "inclusions"]
+#: elasticity (3D): cells per subdomain per direction, subdomains per direction of the series
+ELASTICITY = {"series": (9, (2, 4, 8)), "quick": (2, (2, 3))}
+#: the elasticity problem of examples/elasticity.py at every size
+ELASTICITY_PROBLEM = {"dim": 3, "element": "q1", "contrast": CASES["elasticity"], "seed": 0,
+                      "intorder": 3}
+ELASTICITY_METHODS = ["gdsw", "spectral-aux", "gamg-tuned", "gamg"]
+#: spectral space on the client's subdomains with their Neumann matrices: lambda < 0.1
+AUX = {"spectral-aux": {"ddlearn_coarse_space": "spectral", "ddlearn_spectral_nev": "32",
+                        "ddlearn_spectral_threshold": "0.1"}}
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
 COARSE = {"one-level": "none", "hats": "hats", "nicolaides": "nicolaides", "gdsw": "gdsw",
           "spectral": "spectral", "learned": "learned"}
@@ -84,7 +111,7 @@ COARSE_OVERLAP = 0
 DDLEARN = [name + solve for name in COARSE for solve in COARSE_SOLVE
            if not (name == "one-level" and solve)]
 PETSC = ["asm", "gamg", "gamg-tuned", "mg+gdsw", "cholesky"]
-METHODS = DDLEARN + PETSC
+METHODS = DDLEARN + list(AUX) + PETSC
 DEFAULT_METHODS = ["one-level", "hats", "nicolaides", "spectral", "spectral/dist",
                    "spectral/3level", "learned", "asm", "gamg", "gamg-tuned", "cholesky"]
 
@@ -107,9 +134,40 @@ def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):
     return problem, A, b
 
 
+def series(case: str, dim: int, quick: bool) -> tuple[int, tuple[int, ...]] | None:
+    """``(sub, ks)`` of the case's series in ``dim`` (None: the case has none there)."""
+    if case == "elasticity":
+        return ELASTICITY["quick" if quick else "series"] if dim == 3 else None
+    return (QUICK if quick else SERIES)[dim]
+
+
+def unknowns(case: str, dim: int, n: int) -> int:
+    """Unknowns of the grid ``n`` (elasticity: ``n`` cells per side, 3 dofs per node, the
+    nodes at x = 0 clamped)."""
+    return 3 * n * (n + 1) ** 2 if case == "elasticity" else n ** dim
+
+
+def build_elasticity(n: int, comm=PETSc.COMM_WORLD, aux_parts: int | None = None):
+    """examples/elasticity.py's problem on ``n^3`` Q1 cells, each rank assembling its own rows:
+    ``(problem, A, b, coordinates, aux_s)``; with ``aux_parts`` the client's ``aux_parts``
+    subdomains (recursive coordinate bisection) and their Neumann matrices attached to ``A``,
+    ``aux_s`` the slowest rank's seconds for them."""
+    ex = bench.load_example("elasticity")
+    problem = ex.build(cells=n, assemble=False, **ELASTICITY_PROBLEM)
+    A, b, coords = ex.to_petsc(problem, comm)
+    aux_s = None
+    if aux_parts:
+        t = time.perf_counter()
+        ex.attach_auxiliary(A, *ex.auxiliary(problem, A, aux_parts, "rcb"))
+        aux_s = bench.slowest(time.perf_counter() - t, comm.tompi4py())
+    return problem, A, b, coords, aux_s
+
+
 def options_for(method: str, N: int, size: int, coarse_overlap: int = COARSE_OVERLAP) -> dict:
     if method in PETSC:
         return dict(PETSC_REFERENCE[method])
+    if method in AUX:  # the subdomains come with the matrix
+        return {**PC, **AUX[method]}
     name, _, solve = method.partition("/")
     opts = {**PC, "ddlearn_subdomains": str(N), "ddlearn_coarse_space": COARSE[name]}
     if name == "spectral":
@@ -127,7 +185,9 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
     size = COMM.Get_size()
     N, n = k ** dim, sub * k
     rec = {"dim": dim, "case": case, "contrast": CASES[case], "sub": sub, "N": N, "grid": n,
-           "unknowns": n ** dim, "method": method, "ranks": size}
+           "unknowns": unknowns(case, dim, n), "method": method, "ranks": size}
+    if case == "elasticity":
+        rec["problem"] = {**ELASTICITY_PROBLEM, "inclusions": 20, "block_size": 3}
     direct = method == "cholesky"
     comm = PETSc.COMM_SELF if direct else PETSc.COMM_WORLD
     options = options_for(method, N, size, coarse_overlap)
@@ -137,7 +197,8 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
     objs = []
     try:
         if not direct or COMM.Get_rank() == 0:  # the direct solver factors on rank 0 alone
-            rec.update(_solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts))
+            rec.update(_solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts,
+                              N if method in AUX else None))
     except Exception as e:  # noqa: BLE001 - a failing method is a result
         rec.update(error=bench.failure(e), converged=False)
     finally:
@@ -159,13 +220,19 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
     return rec
 
 
-def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts) -> dict:
+def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts,
+           aux_parts=None) -> dict:
     for k, v in options.items():
         opts.setValue(k, v)
     t = time.perf_counter()
-    problem, A, b = build(case, dim, n, comm)
-    objs += [A, b]
-    assemble_s = bench.slowest(time.perf_counter() - t, comm.tompi4py())
+    aux_s = None
+    if case == "elasticity":
+        problem, A, b, coords, aux_s = build_elasticity(n, comm, aux_parts)
+        objs += [A, b, coords]
+    else:
+        problem, A, b = build(case, dim, n, comm)
+        objs += [A, b]
+    assemble_s = bench.slowest(time.perf_counter() - t, comm.tompi4py()) - (aux_s or 0.0)
     ksp = PETSc.KSP().create(comm=comm)
     objs.append(ksp)
     ksp.setOperators(A)
@@ -199,7 +266,10 @@ def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts) -> dict
     out = {"assemble_s": assemble_s, "setup_s": setup_s, "solve_s": solve_s,
            "iterations": its, "converged": ksp.getConvergedReason() > 0,
            "reason": int(ksp.getConvergedReason()), "rnorm_true": r.norm() / b.norm(),
-           "apply_s": solve_s / max(its + 1, 1), "time_limited": clock["stopped"]}
+           "apply_s": solve_s / max(its + 1, 1), "time_limited": clock["stopped"],
+           "block_size": A.getBlockSize(), "size": A.getSize()[0]}
+    if aux_s is not None:
+        out["aux_s"] = aux_s
     if pc.getType() == "python":
         ctx = pc.getPythonContext()
         out["split"] = {k: v for k, v in ctx.timing.items() if isinstance(v, (int, float))}
@@ -230,19 +300,24 @@ def benchmark(args) -> dict:
             "max_solve_s": args.max_solve_s, "coarse_overlap": args.coarse_overlap,
             "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()},
             "rows": []}
+    if "elasticity" in args.cases:
+        data["elasticity_series"] = list(series("elasticity", 3, args.quick))
     path = os.path.join(args.out, f"{args.name}.json")
     if args.resume and os.path.exists(path):
         data["rows"] = [r for r in bench.read(path)["rows"] if not r.get("error")]
     done = {_key(r) for r in data["rows"]}
     for dim in args.dims:
-        sub, ks = args.series[dim]
-        for k in ks if not args.sizes else [k for k in ks if k in args.sizes]:
-            for case in args.cases:
-                for method in args.methods:
+        for case in args.cases:
+            if series(case, dim, args.quick) is None:
+                continue
+            sub, ks = series(case, dim, args.quick)
+            for k in ks if not args.sizes else [k for k in ks if k in args.sizes]:
+                for method in methods_for(case, args.methods):
                     key = (dim, case, k ** dim, method)
                     if key in done:
                         continue
-                    if method == "cholesky" and (sub * k) ** dim > args.direct_max:
+                    if method == "cholesky" and \
+                            unknowns(case, dim, sub * k) > args.direct_max:
                         continue
                     rec = run_one(case, dim, sub, k, method, args.max_it, args.max_solve_s,
                                   args.coarse_overlap)
@@ -252,12 +327,21 @@ def benchmark(args) -> dict:
     return data
 
 
+def methods_for(case: str, methods: list[str] | None) -> list[str]:
+    """The methods run on ``case``: ``methods``, or the case's default."""
+    if methods:
+        return methods
+    return ELASTICITY_METHODS if case == "elasticity" else DEFAULT_METHODS
+
+
 def _log(rec: dict) -> None:
     if rec.get("error"):
         extra = rec["error"][:300]
     else:
         s = rec.get("split", {})
-        extra = (f"set-up {rec['setup_s']:.2f} s solve {rec['solve_s']:.2f} s "
+        extra = (f"assembly {rec['assemble_s']:.2f} s "
+                 + (f"aux {rec['aux_s']:.2f} s " if "aux_s" in rec else "")
+                 + f"set-up {rec['setup_s']:.2f} s solve {rec['solve_s']:.2f} s "
                  f"n0 {rec.get('n0', '-')} peak {rec['peak_rss_mb_max']:.0f} MB/rank "
                  + " ".join(f"{k} {v:.2f}" for k, v in s.items() if k.endswith("_s")))
     PETSc.Sys.Print(f"{rec['dim']}D {rec['case']:10s} N {rec['N']:5d} n {rec['unknowns']:8d} "
@@ -295,6 +379,27 @@ def growth(data: dict) -> list[dict]:
     return out
 
 
+def against_tuned_gamg(rows: list[dict], N: int) -> list[str]:
+    """At ``N``: each converged method's set-up + solve seconds over tuned GAMG's (none when
+    tuned GAMG was not run or did not converge there), and the client's assembly."""
+    at = {r["method"]: r for r in rows if r["N"] == N and "setup_s" in r}
+    ref = at.get("gamg-tuned")
+    if not ref or not ref.get("converged"):
+        return []
+    total = {m: r["setup_s"] + r["solve_s"] for m, r in at.items()}
+    lines = [f"Set-up + solve at N = {N}, over tuned GAMG's {total['gamg-tuned']:.1f} s: "
+             + ", ".join(f"{m} {total[m]:.1f} s ({total[m] / total['gamg-tuned']:.2f})"
+                         for m in METHODS if m in at and m != "gamg-tuned"
+                         and at[m].get("converged")) + "."]
+    if any("aux_s" in r for r in at.values()):
+        lines += ["", "The client's assembly (not in the set-up), slowest rank: matrix "
+                  + ", ".join(f"{m} {r['assemble_s']:.1f} s" for m, r in at.items())
+                  + "; Neumann matrices " + ", ".join(f"{m} {r['aux_s']:.1f} s"
+                                                      for m, r in at.items() if "aux_s" in r)
+                  + "."]
+    return lines + [""]
+
+
 def summary(data: dict) -> str:
     lines = [f"{data['ranks']} ranks on {data['cores']} cores, CG rtol 1e-8, at most "
              f"{data['max_it']} iterations. Per series: iterations (> : not converged), and at "
@@ -326,6 +431,7 @@ def summary(data: dict) -> str:
                 lines.append(f"| {method} | " + " | ".join(label(got[N]) if N in got else "–"
                                                           for N in Ns) + f" | {tail} |")
             lines.append("")
+            lines += against_tuned_gamg(rows, big)
     lines += ["Iteration growth, largest N over smallest:", ""]
     for g in growth(data):
         lines.append(f"- {g['dim']}D {g['case']} {g['method']}: {g['growth']:.2f} "
@@ -528,7 +634,8 @@ def main(argv=None):
     ap.add_argument("--model", action="store_true", help="the projected cost at P = N from "
                     "DIR/scaling.json; writes DIR/scaling_model.json")
     ap.add_argument("--dims", type=int, nargs="+", default=[3, 2], choices=[2, 3])
-    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--cases", nargs="+", default=SCALAR, choices=list(CASES),
+                    help="elasticity: 3D only, not in the default run")
     ap.add_argument("--methods", nargs="+", default=None, choices=METHODS)
     ap.add_argument("--sizes", type=int, nargs="+", default=None,
                     help="subdomains per direction to run (default: the whole series)")
@@ -548,8 +655,9 @@ def main(argv=None):
                            "group": GROUP}, MODEL)
         bench.show(model_table(rows))
         return rows
+    if args.methods and set(args.methods) & set(AUX) and set(args.cases) - {"elasticity"}:
+        ap.error(f"{', '.join(AUX)}: the elasticity case only (its client's Neumann matrices)")
     args.series = QUICK if args.quick else SERIES
-    args.methods = args.methods or DEFAULT_METHODS
     data = benchmark(args)
     if COMM.Get_rank() == 0:
         plot(data, os.path.join(args.out, args.name))

@@ -32,6 +32,10 @@ Options of the program itself:
   -parts N           number of those subdomains (default 4 per rank)
   -aux_partition {metis,rcb}   how the mesh's elements are split (default metis)
   -rigid_body_modes  attach the rigid-body modes as near-null space (default true)
+  -intorder q        quadrature order (default scikit-fem's, twice the element's degree: 4^3
+                     points on a Q1 hexahedron; 3 is the 2 x 2 x 2 Gauss rule)
+  -distributed       each rank assembles only the elements touching its own rows and keeps
+                     those rows (default: every rank assembles the whole mesh)
   -o FILE            write the result as JSON
 
 The subdomains of ``-aux``: the elements are split into N parts (METIS on the element dual
@@ -39,6 +43,14 @@ graph, or recursive coordinate bisection of the centroids); a subdomain is a par
 layer of the elements that share a node with it, its rows the free dofs of its elements' nodes
 (sorted), and its Neumann matrix the stiffness assembled over its elements only, restricted to
 those rows. Each rank gets the subdomains most of whose rows it owns (every rank at least one).
+
+Distributed assembly (``-distributed``; :func:`build` with ``assemble=False``, then
+:func:`to_petsc`): the rank owning the rows ``lo:hi`` assembles the stiffness and the load over
+the elements that touch those rows' nodes only, in chunks of elements, and keeps its rows of
+``K_FF`` (``F`` the free dofs): a row of ``K`` at an owned node is a sum over exactly those
+elements, the serial row up to the order of the floating-point sums. PETSc then forms
+``A = (K_FF + K_FF^T) / 2``, bitwise symmetric. A rank holds the mesh (coordinates,
+connectivity) and its own rows, never the whole matrix.
 """
 from __future__ import annotations
 
@@ -108,9 +120,16 @@ def _gravity(v, w):
     return -1.0 * v[v.shape[0] - 1]
 
 
+#: quadrature points (elements x points) per assembled chunk: bounds the memory of
+#: scikit-fem's basis values (about 2.3 kB per point for a 3D vector Q1 element)
+CHUNK_POINTS = 2 ** 17
+
+
 @dataclass
 class Problem:
-    """The discrete problem, the same on every rank (scipy, full node numbering)."""
+    """The discrete problem (scipy, full node numbering): assembled on every rank (``K``,
+    ``A``, ``b``), or, for a distributed assembly, only its mesh, coefficient and free dofs
+    (``K = A = b = None``; :func:`assemble_rows` gives a rank its rows)."""
     dim: int
     mesh: object
     element: object
@@ -118,51 +137,151 @@ class Problem:
     radii: np.ndarray
     contrast: float
     nu: float
-    K: sp.csr_matrix        # stiffness of all dofs (unclamped)
     free: np.ndarray        # free dofs, sorted, in the full numbering
-    A: sp.csr_matrix        # K restricted to the free dofs
-    b: np.ndarray           # load of the free dofs
     points: np.ndarray      # coordinates of the free nodes, (free nodes, dim)
+    K: sp.csr_matrix | None = None   # stiffness of all dofs (unclamped)
+    A: sp.csr_matrix | None = None   # K restricted to the free dofs, symmetrised
+    b: np.ndarray | None = None      # load of the free dofs
+    intorder: int | None = None      # quadrature order (None: scikit-fem's default)
 
     @property
     def nodes_free(self) -> np.ndarray:
         return self.free[::self.dim] // self.dim
 
+    @property
+    def ndofs(self) -> int:
+        """Number of dofs before clamping (``dim`` per mesh node)."""
+        return self.dim * self.mesh.p.shape[1]
+
+    @property
+    def unknowns(self) -> int:
+        """Number of free dofs, the size of ``A``."""
+        return len(self.free)
+
+    def _basis(self, elements: np.ndarray | None) -> Basis:
+        kwargs = {} if self.intorder is None else {"intorder": self.intorder}
+        return Basis(self.mesh, self.element, elements=elements, **kwargs)
+
+    def chunks(self, elements: np.ndarray | None = None) -> list[np.ndarray]:
+        """``elements`` (all: ``None``) in chunks of at most :data:`CHUNK_POINTS` quadrature
+        points."""
+        elements = np.arange(self.mesh.t.shape[1]) if elements is None else np.asarray(elements)
+        if len(elements) == 0:
+            return []
+        size = max(1, CHUNK_POINTS // self._basis(elements[:1]).X.shape[1])
+        return [elements[i:i + size] for i in range(0, len(elements), size)]
+
     def stiffness(self, elements: np.ndarray | None = None) -> sp.csr_matrix:
-        """The stiffness assembled over ``elements`` only (all elements: ``None``), all dofs."""
-        basis = Basis(self.mesh, self.element, elements=elements)
-        E = youngs_modulus(np.asarray(basis.global_coordinates()), self.centres, self.radii,
-                           self.contrast)
-        return asm(_elasticity, basis, E=E, nu=self.nu).tocsr()
+        """The stiffness assembled over ``elements`` only (all elements: ``None``), all dofs,
+        chunk by chunk (:meth:`chunks`)."""
+        K = sp.csr_matrix((self.ndofs, self.ndofs))
+        for chunk in self.chunks(elements):
+            basis = self._basis(chunk)
+            E = youngs_modulus(np.asarray(basis.global_coordinates()), self.centres,
+                               self.radii, self.contrast)
+            K = K + asm(_elasticity, basis, E=E, nu=self.nu).tocsr()
+        return K.tocsr()
+
+    def load(self, elements: np.ndarray | None = None) -> np.ndarray:
+        """The gravity load assembled over ``elements`` only (all: ``None``), all dofs."""
+        f = np.zeros(self.ndofs)
+        for chunk in self.chunks(elements):
+            f += asm(_gravity, self._basis(chunk))
+        return f
 
 
 def build(dim: int = 2, cells: int | None = None, refine: int | None = None,
           contrast: float = 1e6, seed: int = 0, count: int | None = None,
-          element: str = "p1", nu: float = NU, ball: bool = False) -> Problem:
-    """Assemble the clamped elasticity problem (every rank assembles the whole mesh)."""
+          element: str = "p1", nu: float = NU, ball: bool = False,
+          intorder: int | None = None, assemble: bool = True) -> Problem:
+    """The clamped elasticity problem, assembled on every rank (the whole mesh), or with
+    ``assemble=False`` only its mesh, coefficient and free dofs, for :func:`to_petsc` to
+    assemble each rank's own rows (:func:`assemble_rows`)."""
     if element not in ELEMENTS:
         raise ValueError(f"unknown -element {element!r}; choose one of {', '.join(ELEMENTS)}")
     if not 0.0 <= nu < 0.5:
         raise ValueError(f"-nu {nu!r}: the Poisson ratio must lie in [0, 0.5)")
     mesh = unit_mesh(dim, cells, refine, element)
     element_ = ElementVector(ELEMENTS[element][1][dim]())
-    basis = Basis(mesh, element_)
     centres, radii = inclusions(dim, count, seed, ball)
-    E = youngs_modulus(np.asarray(basis.global_coordinates()), centres, radii, contrast)
-    K = asm(_elasticity, basis, E=E, nu=nu).tocsr()
-    f = asm(_gravity, basis)
-    clamped = basis.get_dofs(lambda x: np.isclose(x[0], 0.0)).all()
-    free = np.setdiff1d(np.arange(basis.N), clamped)
-    assert len(free) % dim == 0 and np.all(free[::dim] % dim == 0), "clamping split a node"
-    A = K[free][:, free].tocsr()
-    # symmetric to round-off only, and a coupling that cancels exactly on one side of the
-    # diagonal alone (Q1) leaves an asymmetric pattern that fails PETSc's symmetry test
-    A = (0.5 * (A + A.T)).tocsr()
+    # clamped nodes from the coordinates, without a basis on the whole mesh; scikit-fem numbers
+    # the dofs node-wise (dim * node + component), so whole nodes are removed
+    nodes = np.flatnonzero(~np.isclose(mesh.p[0], 0.0))
+    free = (dim * nodes[:, None] + np.arange(dim)).ravel()
+    problem = Problem(dim, mesh, element_, centres, radii, contrast, nu, free,
+                      mesh.p[:, nodes].T.copy(), intorder=intorder)
+    if assemble:
+        problem.K = problem.stiffness()
+        problem.A = _symmetrised(problem.K[free][:, free])
+        problem.b = problem.load()[free]
+    return problem
+
+
+def _symmetrised(A: sp.csr_matrix, At: sp.csr_matrix | None = None) -> sp.csr_matrix:
+    """``(A + At) / 2`` (``At`` defaults to ``A.T``), explicit zeros dropped, indices sorted.
+    The stiffness is symmetric to round-off only, and a coupling that cancels exactly on one
+    side of the diagonal alone (Q1) leaves an asymmetric pattern that fails PETSc's symmetry
+    test."""
+    A = (0.5 * (A + (A.T if At is None else At))).tocsr()
     A.eliminate_zeros()
     A.sort_indices()
-    nodes = free[::dim] // dim
-    return Problem(dim, mesh, element_, centres, radii, contrast, nu, K, free, A, f[free],
-                   mesh.p[:, nodes].T.copy())
+    return A
+
+
+def touching(problem: Problem, nodes: np.ndarray) -> np.ndarray:
+    """The elements (sorted) with a node among ``nodes``."""
+    mine = np.zeros(problem.mesh.p.shape[1], dtype=bool)
+    mine[nodes] = True
+    return np.flatnonzero(mine[problem.mesh.t].any(axis=0))
+
+
+def assemble_rows(problem: Problem, lo: int, hi: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Rows ``lo:hi`` (free numbering, whole nodes) of the clamped stiffness and of ``b``,
+    assembled over the elements touching those rows' nodes only: ``(K[F_o, F], b[lo:hi])``,
+    ``F`` the free dofs, ``F_o = F[lo:hi]``, global columns, not symmetrised
+    (:func:`to_petsc` forms ``(K_FF + K_FF^T) / 2`` in PETSc).
+
+    Row ``i`` of ``K`` is a sum over the elements containing ``i``'s node, all of them among
+    those elements: the serial row, summed in another order. Chunk by chunk
+    (:meth:`Problem.chunks`), so that only this rank's rows are ever held."""
+    dim, free = problem.dim, problem.free
+    if lo % dim or hi % dim:
+        raise ValueError(f"rows {lo}:{hi} split a node: give each rank whole nodes "
+                         f"(block size {dim})")
+    own = free[lo:hi]
+    elements = touching(problem, own[::dim] // dim)
+    K = sp.csr_matrix((len(own), len(free)))
+    for chunk in problem.chunks(elements):
+        K = K + problem.stiffness(chunk)[own][:, free]
+    K.sort_indices()
+    return K, problem.load(elements)[own]
+
+
+def _aij(rows: sp.csr_matrix, n: int, dim: int, comm) -> PETSc.Mat:
+    """The ``n x n`` AIJ matrix of block size ``dim`` whose rows on this rank are ``rows``
+    (global columns)."""
+    A = PETSc.Mat().create(comm=comm)
+    A.setSizes(((rows.shape[0], n), (rows.shape[0], n)))
+    A.setType(PETSc.Mat.Type.AIJ)
+    A.setBlockSize(dim)
+    A.setPreallocationCSR((rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
+                           rows.data))
+    A.assemble()
+    return A
+
+
+def _symmetrised_rows(rows: sp.csr_matrix, dim: int, comm) -> sp.csr_matrix:
+    """This rank's rows of ``(K + K^T) / 2`` from its rows of ``K``: the rows of ``K^T`` come
+    from PETSc's transpose, and ``K_ij + K_ji = K_ji + K_ij`` bitwise, so the result is
+    symmetric although the ranks owning ``i`` and ``j`` summed ``K_ij`` and ``K_ji`` in
+    orders of their own."""
+    K = _aij(rows, rows.shape[1], dim, comm)
+    T = K.transpose()
+    indptr, indices, values = T.getValuesCSR()
+    Kt = sp.csr_matrix((values, indices, indptr), shape=rows.shape)
+    for o in (K, T):
+        o.destroy()
+    return _symmetrised(rows, Kt)
 
 
 def rigid_body_modes(points: np.ndarray) -> np.ndarray:
@@ -184,21 +303,22 @@ def rigid_body_modes(points: np.ndarray) -> np.ndarray:
 def to_petsc(problem: Problem, comm=PETSc.COMM_WORLD, rigid_body_modes: bool = True):
     """``(A, b, coordinates)``: the distributed AIJ matrix (block size ``dim``, PETSc's default
     rows in whole nodes, rigid-body modes as near-null space unless ``rigid_body_modes`` is
-    false), the load and the coordinate Vec."""
-    dim, A_sp = problem.dim, problem.A
-    n = A_sp.shape[0]
-    A = PETSc.Mat().create(comm=comm)
-    A.setSizes(((PETSc.DECIDE, n), (PETSc.DECIDE, n)))
-    A.setType(PETSc.Mat.Type.AIJ)
-    A.setBlockSize(dim)
-    A.setUp()
-    lo, hi = A.getOwnershipRange()
+    false), the load and the coordinate Vec. For a problem built with ``assemble=False`` each
+    rank assembles its own rows (:func:`assemble_rows`)."""
+    dim = problem.dim
+    n = problem.unknowns
+    # PETSc's default rows, in whole nodes
+    layout = PETSc.Vec().createMPI((PETSc.DECIDE, n), bsize=dim, comm=comm)
+    lo, hi = layout.getOwnershipRange()
+    layout.destroy()
     assert lo % dim == 0 and hi % dim == 0
-    rows = A_sp[lo:hi]
-    A.setPreallocationCSR((rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                           rows.data))
+    if problem.A is None:
+        rows, b_rows = assemble_rows(problem, lo, hi)
+        rows = _symmetrised_rows(rows, dim, comm)
+    else:
+        rows, b_rows = problem.A[lo:hi], problem.b[lo:hi]
+    A = _aij(rows, n, dim, comm)
     A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    A.assemble()
     coords = PETSc.Vec().createMPI((hi - lo, n), bsize=dim, comm=comm)
     coords.setArray(problem.points[lo // dim:hi // dim].ravel())
     if rigid_body_modes:
@@ -211,7 +331,7 @@ def to_petsc(problem: Problem, comm=PETSc.COMM_WORLD, rigid_body_modes: bool = T
     except ImportError:
         pass
     b = A.createVecLeft()
-    b.setArray(problem.b[lo:hi])
+    b.setArray(b_rows)
     return A, b, coords
 
 
@@ -268,7 +388,7 @@ def overlapping_subdomains(problem: Problem, part: np.ndarray):
     t, dim = problem.mesh.t, problem.dim
     T = _incidence(problem)
     TT = T.T.tocsr()
-    reduced = np.full(problem.K.shape[0], -1)
+    reduced = np.full(problem.ndofs, -1)
     reduced[problem.free] = np.arange(len(problem.free))
     out = []
     for i in range(int(part.max()) + 1):
@@ -396,9 +516,11 @@ def main(argv: list[str] | None = None) -> dict:
         contrast = opts.getReal("contrast", 1e6)
         count = opts.getInt("inclusions", 0) if opts.hasName("inclusions") else None
         element = opts.getString("element", "p1")
+        intorder = opts.getInt("intorder", 0) or None
         problem = build(dim, cells, None if refine < 0 else refine, contrast,
                         opts.getInt("seed", 0), count, element, opts.getReal("nu", NU),
-                        opts.getBool("ball", False))
+                        opts.getBool("ball", False), intorder,
+                        assemble=not opts.getBool("distributed", False))
         A, b, coords = to_petsc(problem, rigid_body_modes=opts.getBool("rigid_body_modes", True))
         comm = A.getComm()
         parts = None
@@ -407,6 +529,7 @@ def main(argv: list[str] | None = None) -> dict:
             attach_auxiliary(A, *auxiliary(problem, A, parts,
                                            opts.getString("aux_partition", "metis")))
         out = {"dim": dim, "element": element, "unknowns": A.getSize()[0],
+               "distributed": problem.A is None, "intorder": intorder,
                "elements": problem.mesh.t.shape[1], "contrast": contrast, "nu": problem.nu,
                "ranks": comm.getSize(), "aux_parts": parts}
         out.update(solve(A, b))
