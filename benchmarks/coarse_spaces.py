@@ -199,6 +199,7 @@ def summary(data) -> str:
                 cells.append("" if key not in mean else "n.c." if np.isnan(mean[key])
                              else f"{mean[key]:.1f}")
             out.append(f"| {family} | {c:g} | " + " | ".join(cells) + " |")
+    out += ["", _spread(rows, N)]
     out += ["", "Variation over contrast 1 … 1e8 and N (max/min of the mean iterations; "
             "worst mean; n.c.: some solve not converged in 3000 iterations, left out):", "", "| family | method | max/min over contrast (per N) | "
             "max/min over N (per contrast) | worst mean |", "|---|---|---|---|---:|"]
@@ -220,6 +221,21 @@ def summary(data) -> str:
                        f"{'/'.join(f'{v:.2f}' for v in by_c)} | {worst:.1f}"
                        + (f" ({failed} n.c.)" if failed else "") + " |")
     return "\n".join(out)
+
+
+def _spread(rows, N: int) -> str:
+    """How evenly the run had the cores: one-level ASM does the same work per CG iteration at
+    one N whatever the coefficient, so the spread of its solve seconds per iteration over the
+    cases is the spread the machine's load put on every time of the run."""
+    per_it = [r["solve_s"] / np.mean(r["iterations"]) * 1e3 for r in rows
+              if r["method"] == "asm" and r["N"] == N and min(r["iterations"]) > 0]
+    if not per_it:
+        return ""
+    return (f"Seconds: asm's solve time per CG iteration at N = {N} ranges "
+            f"{min(per_it):.1f}–{max(per_it):.1f} ms over the {len(per_it)} cases (the same "
+            f"work each): where that spread is wide, the cores were shared unevenly during "
+            f"the run, and seconds compare methods within one case at most; the iterations "
+            f"do not depend on it.")
 
 
 def plot(data, path):
