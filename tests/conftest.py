@@ -124,6 +124,23 @@ def client_matrix(n: int, contrast: float):
     return A
 
 
+def channels_system(n: int, contrast: float = 1e6):
+    """The client's 2D channels matrix (:func:`client_matrix`) and b = 1, for a module fixture
+    to yield and destroy."""
+    A = client_matrix(n, contrast)
+    b = A.createVecLeft()
+    b.set(1.0)
+    return A, b
+
+
+def converged_iterations(A, b, prefix: str, pc: str, **ddlearn) -> int:
+    """CG's iterations with the ddlearn PC ``pc`` from the options, checked to have converged
+    to a true relative residual below 1e-8."""
+    r = solve_with_pc_options(A, b, prefix, pc=pc, **ddlearn)
+    assert r.converged and r.rnorm_true < 1e-8, r
+    return r.iterations
+
+
 def gathered_csr(A) -> sp.csr_matrix:
     """A distributed PETSc matrix as one scipy matrix on every rank (collective)."""
     parts = MPI.COMM_WORLD.allgather(A.getValuesCSR())

@@ -8,8 +8,8 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 import petsc_client
-from conftest import (apply_gathered, client_matrix, pc_from_options, petsc_options,
-                      raised_everywhere, solve_with_pc_options, view_text)
+from conftest import (apply_gathered, channels_system, converged_iterations, pc_from_options,
+                      petsc_options, raised_everywhere, solve_with_pc_options, view_text)
 from ddlearn.decomposition.layout import column_groups
 
 pytestmark = pytest.mark.mpi
@@ -25,18 +25,13 @@ THREE_LEVEL = dict(coarse_ksp_type="preonly", coarse_pc_type="python",
 @pytest.fixture(scope="module")
 def problem():
     """A small 2D channels problem (contrast 1e6) with its coordinates and b = 1."""
-    A = client_matrix(31, 1e6)
-    b = A.createVecLeft()
-    b.set(1.0)
+    A, b = channels_system(31)
     yield A, b
     A.destroy(), b.destroy()
 
 
 def _solve(problem, prefix, **ddlearn):
-    A, b = problem
-    r = solve_with_pc_options(A, b, prefix, pc=PC, subdomains=N, **ddlearn)
-    assert r.converged and r.rnorm_true < 1e-8, r
-    return r.iterations
+    return converged_iterations(*problem, prefix, PC, subdomains=N, **ddlearn)
 
 
 def _column_owners(Phi):

@@ -8,8 +8,8 @@ import pytest
 import scipy.linalg as sla
 from mpi4py import MPI
 
-from conftest import (apply_gathered, client_matrix, load_script, pc_from_options, pc_options,
-                      petsc_options, raised_everywhere, solve_with_pc_options)
+from conftest import (apply_gathered, channels_system, converged_iterations, load_script,
+                      pc_from_options, pc_options, petsc_options, raised_everywhere)
 from ddlearn.classical.neumann import neumann_matrices
 from ddlearn.classical.splitting import galerkin_splitting
 from ddlearn.harness.systems import natural_matrix
@@ -31,18 +31,13 @@ CHEBYSHEV = dict(coarse_ksp_type="chebyshev", coarse_ksp_norm_type="none", coars
 @pytest.fixture(scope="module")
 def problem():
     """2D channels of contrast 1e6 (63², 16 subdomains), b = 1."""
-    A = client_matrix(63, 1e6)
-    b = A.createVecLeft()
-    b.set(1.0)
+    A, b = channels_system(63)
     yield A, b
     A.destroy(), b.destroy()
 
 
 def _solve(problem, prefix, **ddlearn):
-    A, b = problem
-    r = solve_with_pc_options(A, b, prefix, pc=PC, **ddlearn)
-    assert r.converged and r.rnorm_true < 1e-8, r
-    return r.iterations
+    return converged_iterations(*problem, prefix, PC, **ddlearn)
 
 
 def _nested(pc):
