@@ -1,10 +1,11 @@
 r"""One preconditioner over a sequence of coefficient fields on the same mesh: the loop of
 uncertainty quantification, design and time stepping, A(κ_t) x = b for t = 1 … F.
 
-    mpiexec -n 4 python benchmarks/field_sequence.py [--quick] [--out DIR] [--fields F]
+    mpiexec -n 2 python benchmarks/field_sequence.py [--quick] [--out DIR] [--fields F]
              [--dims 2 3] [--families channels inclusions lognormal] [--sequences iid moving]
-             [--methods spectral spectral-warm learned learned-previous hats gamg]
+             [--methods spectral spectral-warm learned learned-previous hats gamg gamg-tuned]
              [--n2 127 --N2 16 --n3 24 --N3 8] [--contrast 1e6] [--nev 8] [--model FILE]
+             [--name STEM]
     python benchmarks/field_sequence.py --report     (README.md: condensed and full tables, plots)
 
 Per dimension, family and sequence, every method keeps ONE KSP (CG to rtol 1e-8 on the
@@ -32,8 +33,9 @@ every field), ``spectral-warm`` (``Spectral(nev=8, warm_start=True)``: SLEPc sta
 previous field's eigenvectors), ``learned`` (``Learned(nev=8)``, the network's start vectors
 every field), ``learned-previous`` (``Learned(nev=8, start="previous")``: the refinement
 started from the previous field's coarse vectors), ``hats`` (Q1 hats on the grid coordinates)
-and ``gamg`` (PETSc's, ``ddlearn.harness.options.PETSC_REFERENCE["gamg"]``, rebuilt by PETSc at every
-set-up). A method the library refuses for a dimension (the learned model's subdomain size range) is
+and PETSc's GAMG with its defaults (``gamg``) and tuned (``gamg-tuned``: threshold 0.01), as
+``PETSC_REFERENCE`` of :mod:`ddlearn.harness.options` gives them, rebuilt by PETSc at every
+set-up. A method the library refuses for a dimension (the learned model's subdomain size range) is
 recorded as refused with its message.
 
 Default sizes: 2D 127², N = 16 (32² per subdomain, the learned model's training resolution),
@@ -51,7 +53,10 @@ The learned model's one-off training time (its record's ``data_s + train_s``) is
 over the loop. Writes ``field_sequence.json`` (atomically, after every method), a markdown
 table per (dimension, family, sequence), ``field_sequence.png`` (cumulative seconds against the
 field index; learned with its training time as a dashed offset) and
-``field_sequence_iterations.png``.
+``field_sequence_iterations.png``. ``--name`` writes ``<STEM>.json`` instead (a run of some
+methods only, e.g. ``field_sequence_gamg``: GAMG with its defaults and tuned on the same
+sequences); ``--report`` gives each such file its own tables, beside those of
+``field_sequence.json``.
 
 JSON: the settings (``ranks``, ``cores``, ``contrast``, ``fields``, ``nev``, ``sizes`` per
 dimension, ``models`` per dimension and their ``training`` records) and ``runs``, one per
@@ -93,21 +98,23 @@ from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
 COMM = MPI.COMM_WORLD
 FAMILIES = ("channels", "inclusions", "lognormal")
 SEQUENCES = ("iid", "moving")
-METHODS = ("spectral", "spectral-warm", "learned", "learned-previous", "hats", "gamg")
+METHODS = ("spectral", "spectral-warm", "learned", "learned-previous", "hats", "gamg",
+           "gamg-tuned")
+#: PETSc's preconditioners among the methods (by PETSC_REFERENCE's name)
+REFERENCE = ("gamg", "gamg-tuned")
 #: dim -> (grid points per direction, subdomains)
 SIZES = {2: (127, 16), 3: (24, 8)}
 QUICK = {2: (63, 4), 3: (12, 8)}
 QUICK_FIELDS = 3
 #: target of the memory growth over the loop
 GROWTH_TARGET = 0.10
-GAMG_PREFIX = "field_sequence_gamg_"
 
 
 def make_config(method: str, nev: int, model: str | None):
     """The PC context's coarse space for ``method``, fresh (a coarse space keeps state from
-    one field to the next); ``None`` for GAMG."""
-    if method == "gamg":
-        return None
+    one field to the next); for GAMG its name in ``PETSC_REFERENCE``."""
+    if method in REFERENCE:
+        return method
     space = {"spectral": lambda: Spectral(nev=nev),
              "spectral-warm": lambda: Spectral(nev=nev, warm_start=True),
              "learned": lambda: Learned(model=model, nev=nev),
@@ -187,15 +194,15 @@ def _ksp(A: PETSc.Mat, N: int, config) -> PETSc.KSP:
     ksp.setTolerances(rtol=1e-8, divtol=1e30, max_it=3000)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     pc = ksp.getPC()
-    if config is None:
+    if isinstance(config, str) and config in REFERENCE:  # PETSc's GAMG, defaults or tuned
+        prefix = f"field_sequence_{config.replace('-', '_')}_"
         opts = PETSc.Options()
-        for k, v in PETSC_REFERENCE["gamg"].items():
-            opts.setValue(GAMG_PREFIX + k, v)
-        ksp.setOptionsPrefix(GAMG_PREFIX)
-        pc.setType("gamg")
+        for k, v in PETSC_REFERENCE[config].items():
+            opts.setValue(prefix + k, v)
+        ksp.setOptionsPrefix(prefix)
         ksp.setFromOptions()
-        for k in PETSC_REFERENCE["gamg"]:
-            opts.delValue(GAMG_PREFIX + k)
+        for k in PETSC_REFERENCE[config]:
+            opts.delValue(prefix + k)
     else:
         pc.setType("python")
         pc.setPythonContext(TwoLevelSchwarzPC(subdomains=N, coarse_space=config))
@@ -349,6 +356,8 @@ def main(argv: list[str] | None = None):
                     "learned)")
     ap.add_argument("--model", default=None,
                     help="learned coarse-space model (default: the library's pretrained one)")
+    ap.add_argument("--name", default="field_sequence",
+                    help="file stem of the JSON and plots in DIR")
     args = bench.parse(ap, argv)
     if args.report:
         return readme(args)
@@ -377,7 +386,7 @@ def main(argv: list[str] | None = None):
                 for method in methods:
                     data["runs"].append(run_sequence(seq, method, N, fields, args.nev,
                                                      args.model))
-                    path = bench.write(args, data)
+                    path = bench.write(args, data, args.name)
     bench.show(report(data))
     if COMM.Get_rank() == 0:
         plot(data, os.path.splitext(path)[0])
@@ -386,16 +395,24 @@ def main(argv: list[str] | None = None):
 
 
 def readme(args) -> dict:
-    """README.md and the plots from ``field_sequence.json`` in the results folder."""
+    """README.md and the plots from ``field_sequence.json`` in the results folder; every other
+    ``field_sequence_*.json`` (a run of some methods) gets its own tables after them."""
     files = bench.results(args)
     data = files["field_sequence"]
     if COMM.Get_rank() == 0:
         plot(data, os.path.join(args.out, "field_sequence"))
-    bench.write_readme(args, "One preconditioner over a sequence of coefficient fields", [
+    sections = [
         ("Condensed (mean CG iterations / mean total seconds per field)", summary(data)),
         ("Per sequence", report(data)),
         ("Plots", "![cumulative set-up + solve seconds](field_sequence.png)\n\n"
-                  "![iterations per field](field_sequence_iterations.png)")], files)
+                  "![iterations per field](field_sequence_iterations.png)")]
+    for name, other in files.items():
+        if name != "field_sequence":
+            sections += [(f"{name}.json: condensed (its own run; mean CG iterations / mean "
+                          f"total seconds per field)", summary(other)),
+                         (f"{name}.json: per sequence", report(other))]
+    bench.write_readme(args, "One preconditioner over a sequence of coefficient fields",
+                       sections, files)
     return data
 
 
@@ -417,6 +434,8 @@ def _training(data, dim: int) -> dict:
 
 def report(data) -> str:
     models = ", ".join(f"{d}D {m}" for d, m in data.get("models", {}).items())
+    if not any(r["method"].startswith("learned") for r in data["runs"]):
+        models = "none run"
     lines = [f"{data['ranks']} ranks on {data['cores']} cores, contrast {data['contrast']:g}, "
              f"{data['fields']} fields per sequence, nev {data['nev']}, learned models {models}; "
              f"times: slowest rank, total = set-up + solve; memory growth: peak (VmHWM, max "
@@ -488,17 +507,19 @@ def report(data) -> str:
 def summary(data) -> str:
     """The README's table: per (dimension, family, sequence) every method's mean CG iterations
     and mean total seconds per field, whether each learned variant's total is below the best of
-    spectral cold, spectral warm and GAMG, and the largest memory growth over the loop."""
+    spectral cold, spectral warm and GAMG (defaults or tuned), and the largest memory growth over the loop."""
     methods = list(dict.fromkeys(r["method"] for r in data["runs"]))
     lines = ["| dim | family | sequence | " + " | ".join(methods)
-             + " | learned total / min(spectral, spectral-warm, gamg) | memory growth max |",
+             + " | learned total / min(spectral, spectral-warm, gamg, gamg-tuned) | "
+             "memory growth max |",
              "|---|---|---|" + "---|" * len(methods) + "---:|---:|"]
     for key in _groups(data):
         runs = {r["method"]: r["summary"] for r in _runs(data, key)}
         ok = {m: v for m, v in runs.items() if v.get("fields")}
         cells = [f"{ok[m]['mean_its']:.1f} / {ok[m]['mean_total_s']:.3f}" if m in ok else "–"
                  for m in methods]
-        rivals = [ok[m]["mean_total_s"] for m in ("spectral", "spectral-warm", "gamg") if m in ok]
+        rivals = [ok[m]["mean_total_s"] for m in ("spectral", "spectral-warm", *REFERENCE)
+                  if m in ok]
         ratios = [f"{m}: {ok[m]['mean_total_s'] / min(rivals):.2f}" for m in ok
                   if m.startswith("learned") and rivals]
         growth = [v["memory_growth"] for v in ok.values() if v.get("memory_growth") is not None]

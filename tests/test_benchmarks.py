@@ -150,14 +150,14 @@ def test_coarse_spaces_quick(tmp_path):
 def test_many_fields_quick(tmp_path):
     mod = _load("many_fields")
     # the methods the assertions read (the full quick run has six more variants)
-    methods = ["hats", "spectral k=8", "spectral k=8 warm", "learned k=8", "gamg",
+    methods = ["hats", "spectral k=8", "spectral k=8 warm", "learned k=8", "gamg", "gamg-tuned",
                *(mod.ablation_name(start, 8) for start in mod.ABLATION)]
     data = mod.main(["--quick", "--out", str(tmp_path), "--methods", *methods])
     table = mod.table(_stamped(tmp_path / "many_fields.json", "many_fields"))
     for n in (63, 127):
         for family in ("channels", "inclusions", "lognormal", "poisson"):
             its = {m: table[n, family, m]["mean_its"] for m in
-                   ("hats", "spectral k=8", "learned k=8", "gamg")}
+                   ("hats", "spectral k=8", "learned k=8", "gamg", "gamg-tuned")}
             assert min(its.values()) > 0, (n, family, its)
         # the unseen channels field: learned far below the hats, near spectral
         its = {m: table[n, "channels", m]["mean_its"] for m in ("hats", "spectral k=8",
@@ -175,6 +175,11 @@ def test_many_fields_quick(tmp_path):
                                                                    "spectral k=8 warm"}
     assert (tmp_path / "many_fields.png").stat().st_size > 10_000
     assert "| 127² | channels | alone |" in _readme(mod, tmp_path, "many_fields")
+    # a run of GAMG alone (defaults and tuned) under its own name: its own condensed table
+    mod.main(["--quick", "--out", str(tmp_path), "--methods", "gamg", "gamg-tuned",
+              "--name", "many_fields_gamg"])
+    text = _readme(mod, tmp_path, "many_fields")
+    assert "many_fields_gamg:" in text and "## many_fields_gamg.json" in text
 
 
 def test_coarse_forms_quick(tmp_path):

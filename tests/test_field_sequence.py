@@ -11,13 +11,13 @@ def test_field_sequence_quick(tmp_path):
     out = tmp_path / "field_sequence.json"
     mod = load_script("benchmarks/field_sequence.py")
     data = mod.main(["--quick", "--out", str(tmp_path), "--dims", "2", "3",
-                     "--methods", "hats", "spectral", "gamg", "learned"])
+                     "--methods", "hats", "spectral", "gamg", "gamg-tuned", "learned"])
     text = out.read_text()
     assert str(ROOT) not in text  # no checkout's absolute path in the results
     saved = json.loads(text)
     assert saved["provenance"]["command"].endswith(
         f"python benchmarks/field_sequence.py --quick --out {tmp_path} --dims 2 3 "
-        f"--methods hats spectral gamg learned")
+        f"--methods hats spectral gamg gamg-tuned learned")
     assert {k: v for k, v in saved.items() if k != "provenance"} == \
         json.loads(json.dumps(data))
     data = saved
@@ -26,7 +26,7 @@ def test_field_sequence_quick(tmp_path):
     assert set(data["models"]) == {"2", "3"}
     keys = {(r["dim"], r["family"], r["sequence"], r["method"]) for r in data["runs"]}
     assert keys == {(d, "channels", s, m) for d in (2, 3) for s in ("iid", "moving")
-                    for m in ("hats", "spectral", "gamg", "learned")}
+                    for m in ("hats", "spectral", "gamg", "gamg-tuned", "learned")}
     for r in data["runs"]:
         if r["method"] == "learned" and r["dim"] == 3:
             # the library may refuse the 2D model's subdomain size or lack a 3D model
@@ -65,7 +65,7 @@ def test_field_sequence_quick(tmp_path):
     table = mod.report(data)
     for key in ("**2D random_channels, 63², N = 4, iid**", "**3D random_channels3d, 12³, "
                 "N = 8, moving**", "| method | mean its | max its |", "| hats | ",
-                "| gamg | "):
+                "| gamg | ", "| gamg-tuned | "):
         assert key in table, key
     for png in ("field_sequence.png", "field_sequence_iterations.png"):
         assert (tmp_path / png).stat().st_size > 10_000
@@ -78,3 +78,10 @@ def test_field_sequence_quick(tmp_path):
     assert "python benchmarks/field_sequence.py --report --out" in readme and condensed in readme
     assert (tmp_path / "field_sequence.png").exists()
     assert (tmp_path / "field_sequence_iterations.png").exists()
+    # a run of some methods under its own name gets its own tables beside the main file's
+    mod.main(["--quick", "--out", str(tmp_path), "--dims", "2", "--sequences", "iid",
+              "--methods", "gamg", "gamg-tuned", "--name", "field_sequence_gamg"])
+    assert mod.main(["--report", "--out", str(tmp_path)]) == data
+    readme = (tmp_path / "README.md").read_text()
+    assert "## field_sequence_gamg.json: condensed" in readme and "`field_sequence_gamg.json`" \
+        in readme and condensed in readme
