@@ -121,8 +121,9 @@ def _gravity(v, w):
 
 
 #: quadrature points (elements x points) per assembled chunk: bounds the memory of
-#: scikit-fem's basis values (about 2.3 kB per point for a 3D vector Q1 element)
-CHUNK_POINTS = 2 ** 17
+#: scikit-fem's basis values (about 2.3 kB per point for a 3D vector Q1 element) and of the
+#: chunk's element matrices (4096 Q1 hexahedra at 2 x 2 x 2 points: about 150 MB)
+CHUNK_POINTS = 2 ** 15
 
 
 @dataclass
