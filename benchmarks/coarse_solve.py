@@ -14,7 +14,11 @@ Cases (contrast 1e6, natural ordering, PETSc's rows, coordinates attached, b = 1
 - ``channels2d``: 2D ``random_channels``, box subdomains of 32² unknowns (N = 256: 512²),
   Nicolaides and spectral (k = 8) on the fine level;
 - ``inclusions3d``: 3D ``random_inclusions3d``, box subdomains of 8³ unknowns (N = 216: 48³),
-  spectral (k = 8) on the fine level.
+  spectral (k = 8) on the fine level;
+- ``elasticity3d``: 3D P1 elasticity from ``examples/elasticity.py`` (16³ cells, inclusions of
+  Young's modulus 1e6, b = gravity), N = 64 METIS subdomains of the client's with their
+  Neumann matrices, spectral with GenEO's threshold (λ < 0.1, at most 32 per subdomain) on the
+  fine level and on the third.
 
 Recorded: iterations, set-up and solve (slowest rank), the PC's set-up split (local
 factorisations, coarse triple product, coarse set-up) and apply split (local part, coarse part:
@@ -42,21 +46,32 @@ from ddlearn.harness.systems import natural_matrix  # noqa: E402
 
 COMM = MPI.COMM_WORLD
 SPACES = {"nicolaides": {"coarse_space": "nicolaides"},
-          "spectral": {"coarse_space": "spectral", "spectral_nev": 8}}
-#: per case: the problem family, unknowns per subdomain and direction, dimension, default N,
-#: the fine spaces
-CASES = {"channels2d": ("random_channels", 32, 2, 256, ("nicolaides", "spectral")),
-         "inclusions3d": ("random_inclusions3d", 8, 3, 216, ("spectral",))}
+          "spectral": {"coarse_space": "spectral", "spectral_nev": 8},
+          # GenEO's adaptive count, as the elasticity study's "spectral aux tau"
+          "spectral tau": {"coarse_space": "spectral", "spectral_nev": 32,
+                           "spectral_threshold": 0.1}}
+#: per case: what it is, its default N, the fine spaces, the third level's spectral settings
+CASES = {
+    "channels2d": {"title": "random_channels 1e6, 32² per subdomain", "N": 256,
+                   "spaces": ("nicolaides", "spectral"), "third": {"spectral_nev": 8}},
+    "inclusions3d": {"title": "random_inclusions3d 1e6, 8³ per subdomain", "N": 216,
+                     "spaces": ("spectral",), "third": {"spectral_nev": 8}},
+    "elasticity3d": {"title": "P1 elasticity (examples/elasticity.py -dim 3 -cells 16), 20 "
+                              "inclusions 1e6, 13 872 dofs, the client's METIS subdomains and "
+                              "Neumann matrices",
+                     "N": 64, "spaces": ("spectral tau",),
+                     "third": {"spectral_nev": 32, "spectral_threshold": 0.1}},
+}
 #: Chebyshev iterations on the coarse level: a fixed count, no norm, a fixed linear map
 CHEBYSHEV = {"coarse_ksp_type": "chebyshev", "coarse_ksp_norm_type": "none"}
 
 
-def configurations(N: int, size: int) -> dict:
+def configurations(N: int, size: int, case: str = "channels2d") -> dict:
     nested = {"coarse_ranks": size, "coarse_ksp_type": "preonly", "coarse_pc_type": "python",
               "coarse_pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
     third = {"nicolaides": {"coarse_ddlearn_coarse_space": "nicolaides"},
              "spectral": {"coarse_ddlearn_coarse_space": "spectral",
-                          "coarse_ddlearn_spectral_nev": 8}}
+                          **{f"coarse_ddlearn_{k}": v for k, v in CASES[case]["third"].items()}}}
 
     def three(Nc, space, chebyshev=0):
         return {**nested, "coarse_ddlearn_subdomains": Nc, **third[space],
@@ -75,6 +90,27 @@ def configurations(N: int, size: int) -> dict:
         f"3-level N_c={N // 8} spectral, chebyshev 2": three(N // 8, "spectral", 2),
         f"3-level N_c={N // 8} spectral, chebyshev 4": three(N // 8, "spectral", 4),
     }
+
+
+def system(case: str, N: int):
+    """``(A, b, unknowns)`` of a case at ``N`` subdomains (box subdomains of the structured
+    cases; the elasticity client's own subdomains and Neumann matrices attached)."""
+    if case == "elasticity3d":
+        ex = bench.load_example("elasticity")
+        problem = ex.build(3, 16, contrast=1e6, seed=0)
+        A, b, _ = ex.to_petsc(problem)
+        ex.attach_auxiliary(A, *ex.auxiliary(problem, A, N, "metis"))
+        return A, b, problem.unknowns
+    family, sub, dim = {"channels2d": ("random_channels", 32, 2),
+                        "inclusions3d": ("random_inclusions3d", 8, 3)}[case]
+    k = int(round(N ** (1 / dim)))
+    if k ** dim != N:
+        raise SystemExit(f"--sizes {N}: {case} needs a {dim}-th power (k^{dim} boxes)")
+    problem = make_problem(family, sub * k, contrast=1e6)
+    A = natural_matrix(problem)
+    b = A.createVecLeft()
+    b.set(1.0)
+    return A, b, problem.n
 
 
 def run(A, b, prefix: str, settings: dict) -> dict:
@@ -114,12 +150,11 @@ def run(A, b, prefix: str, settings: dict) -> dict:
 
 def summary(data: dict) -> str:
     blocks = []
-    for case, (family, sub, dim, _, _) in CASES.items():
+    for case, spec in CASES.items():
         runs = [r for r in data["runs"] if r.get("case", "channels2d") == case]
         if not runs:
             continue
-        lines = [f"**{case}**: {family} 1e6, {sub}{'²' if dim == 2 else '³'} per subdomain, "
-                 f"{data['ranks']} ranks", "",
+        lines = [f"**{case}**: {spec['title']}, {data['ranks']} ranks", "",
                  "| N | fine space | coarse solve | n0 | its | its / P=1 | set-up local / "
                  "triple product / coarse set-up (s) | set-up + solve (s) | apply local / "
                  "coarse (s) | coarse share |",
@@ -144,7 +179,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap = bench.parser("coarse_solve", __doc__, "channels2d, N = 64, Nicolaides only (a smoke run)")
     ap.add_argument("--cases", nargs="+", default=None, choices=list(CASES))
     ap.add_argument("--sizes", type=int, nargs="+", default=None,
-                    help="N (default: 256 for channels2d, 216 for inclusions3d)")
+                    help="N (default: 256 for channels2d, 216 for inclusions3d, 64 for "
+                         "elasticity3d)")
     ap.add_argument("--spaces", nargs="+", default=None, choices=list(SPACES))
     args = bench.parse(ap, argv)
     if args.report:
@@ -155,22 +191,16 @@ def main(argv: list[str] | None = None) -> dict:
     cases = args.cases or (["channels2d"] if args.quick else list(CASES))
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "runs": []}
     for case in cases:
-        family, sub, dim, default, spaces = CASES[case]
-        sizes = args.sizes or ([64] if args.quick else [default])
-        spaces = args.spaces or (["nicolaides"] if args.quick else list(spaces))
+        sizes = args.sizes or ([64] if args.quick else [CASES[case]["N"]])
+        spaces = args.spaces or (["nicolaides"] if args.quick else list(CASES[case]["spaces"]))
         for N in sizes:
-            k = int(round(N ** (1 / dim)))
-            if k ** dim != N:
-                raise SystemExit(f"--sizes {N}: {case} needs a {dim}-th power (k^{dim} boxes)")
-            problem = make_problem(family, sub * k, contrast=1e6)
-            A = natural_matrix(problem)
-            b = A.createVecLeft()
-            b.set(1.0)
+            A, b, n = system(case, N)
             for space in spaces:
-                for j, (name, config) in enumerate(configurations(N, COMM.Get_size()).items()):
-                    r = run(A, b, f"c{case}{N}{space}{j}_",
+                for j, (name, config) in enumerate(
+                        configurations(N, COMM.Get_size(), case).items()):
+                    r = run(A, b, f"c{case}{N}{space.replace(' ', '')}{j}_",
                             {"subdomains": N, **SPACES[space], **config})
-                    r.update(case=case, N=N, n=problem.n, space=space, config=name)
+                    r.update(case=case, N=N, n=n, space=space, config=name)
                     data["runs"].append(r)
                     bench.show(f"{case} {N} {space} {name} {r['iterations']} "
                                f"{ {k: round(v, 3) for k, v in r['split'].items()} }")
