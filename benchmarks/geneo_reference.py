@@ -150,7 +150,7 @@ def row_blocks(N: int, parts: int) -> list[np.ndarray]:
 def configure(pc: PETSc.PC, method: str, opts: dict, kind: str, N: int, parts: int) -> None:
     prefix = pc.getOptionsPrefix()
     db = PETSc.Options()
-    if method in PETSC_REFERENCE:  # PETSc's GAMG, defaults or tuned
+    if method in ("gamg", "gamg-tuned"):  # PETSc's GAMG, defaults or tuned
         for k, v in PETSC_REFERENCE[method].items():
             db[f"{prefix}{k}"] = v
     elif method == "asm":
@@ -195,6 +195,8 @@ def run(A: PETSc.Mat, name: str, kind: str, parts: int, tag: str) -> dict:
            "iterations": ksp.getIterationNumber(), "reason": int(ksp.getConvergedReason()),
            "converged": ksp.getConvergedReason() > 0, "true_relres": r.norm() / b.norm(),
            "setup_s": setup_s, "solve_s": solve_s}
+    if method == "asm":  # the blocks PETSc made of the parts (parts / size per rank)
+        row["blocks"] = COMM.allreduce(len(pc.getASMSubKSP()))
     if method == "ddlearn":
         meta = pc.getPythonContext().meta
         row["n0"] = meta["n0"]

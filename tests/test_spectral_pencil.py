@@ -136,6 +136,8 @@ def test_geneo_reference_quick_writes_json(tmp_path):
                      ("reference", "rcb")}
     for r in data["rows"]:
         assert r["converged"] and r["true_relres"] < 1e-3 and r["iterations"] > 0
+        if r["config"] == "asm":
+            assert r["blocks"] == 8  # PETSc's ASM on the same 8 row blocks, not one per rank
         if r["config"] in ("ours", "reference"):
             assert r["n0"] == 8 * 8
     assert "| reference |" in mod.summary(data)
