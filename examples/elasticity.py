@@ -58,6 +58,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import petsc4py
@@ -65,9 +66,9 @@ import scipy.sparse as sp
 
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
-from skfem import (Basis, BilinearForm, ElementHex1, ElementQuad1, ElementTetP1,  # noqa: E402
-                   ElementTriP1, ElementVector, LinearForm, MeshHex, MeshQuad, MeshTet, MeshTri,
-                   asm)
+from skfem import (Basis, BilinearForm, Dofs, ElementHex1, ElementQuad1,  # noqa: E402
+                   ElementTetP1, ElementTriP1, ElementVector, LinearForm, MeshHex, MeshQuad,
+                   MeshTet, MeshTri, asm)
 from skfem.helpers import ddot, div, sym_grad  # noqa: E402
 
 NU = 0.3
@@ -159,9 +160,16 @@ class Problem:
         """Number of free dofs, the size of ``A``."""
         return len(self.free)
 
+    @cached_property
+    def dofs(self) -> Dofs:
+        """scikit-fem's dof numbering of the whole mesh, built once: a basis on a few elements
+        would otherwise number (and locate) every dof of the mesh again."""
+        return Dofs(self.mesh, self.element)
+
     def _basis(self, elements: np.ndarray | None) -> Basis:
         kwargs = {} if self.intorder is None else {"intorder": self.intorder}
-        return Basis(self.mesh, self.element, elements=elements, **kwargs)
+        return Basis(self.mesh, self.element, elements=elements, dofs=self.dofs,
+                     disable_doflocs=True, **kwargs)
 
     def chunks(self, elements: np.ndarray | None = None) -> list[np.ndarray]:
         """``elements`` (all: ``None``) in chunks of at most :data:`CHUNK_POINTS` quadrature
