@@ -438,6 +438,14 @@ def summary(data: dict) -> str:
                 lines.append(f"| {method} | " + " | ".join(label(got[N]) if N in got else "–"
                                                           for N in Ns) + f" | {tail} |")
             lines.append("")
+            stopped = [r for r in rows if r.get("time_limited")]
+            if stopped:
+                lines += [f"Stopped by the solve-time limit (--max-solve-s "
+                          f"{data['max_solve_s']:g} s; not converged then): "
+                          + ", ".join(f"{r['method']} at N = {r['N']} after {r['iterations']} "
+                                      f"iterations" for r in sorted(
+                                          stopped, key=lambda r: (METHODS.index(r["method"]),
+                                                                  r["N"]))) + ".", ""]
             lines += against_tuned_gamg(rows, big)
     lines += ["Iteration growth, largest N over smallest:", ""]
     for g in growth(data):
