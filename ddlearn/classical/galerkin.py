@@ -6,7 +6,7 @@ only those ranks solve, and :math:`\Phi` sends the result back. Which ranks they
 ``Phi``'s column ownership, so there is one source of truth:
 
 - one coarse rank: :math:`A_0` is gathered there as a sequential matrix and the coarse KSP lives
-  on ``COMM_SELF`` (default preonly + Cholesky);
+  on ``COMM_SELF`` (default preonly + Cholesky, CHOLMOD's where the build has it);
 - :math:`P > 1` coarse ranks: :math:`A_0` keeps the rows ``Phi``'s columns give each of them, as a
   parallel matrix on their sub-communicator, where the coarse KSP lives (default preonly +
   ``PCREDUNDANT``: every coarse rank gathers :math:`A_0` and factors it, PETSc's default LU,
@@ -37,6 +37,7 @@ from petsc4py import PETSc
 from ..decomposition.collective import collective_check
 from ..decomposition.layout import column_groups, distributed_aij, set_column_groups
 from ..decomposition.timing import Timer
+from .overlapping import available_local_solvers
 from .splitting import attach, send_to_owners
 
 __all__ = ["CoarseCorrection", "fixed_linear", "wants_splitting"]
@@ -201,8 +202,14 @@ class CoarseCorrection:
         self.ksp = PETSc.KSP().create(comm=comm)
         self.ksp.setOptionsPrefix(prefix + "coarse_")
         self.ksp.setType(PETSc.KSP.Type.PREONLY)
-        self.ksp.getPC().setType(PETSc.PC.Type.CHOLESKY if comm.getSize() == 1
-                                 else PETSc.PC.Type.REDUNDANT)
+        if comm.getSize() == 1:
+            self.ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
+            if "cholmod" in available_local_solvers():
+                # the supernodal factorisation: PETSc's own Cholesky took 2.8 s where CHOLMOD
+                # takes 0.1 s on GDSW's n_0 = 3762 for 3D elasticity (and 139 s at n_0 = 20 380)
+                self.ksp.getPC().setFactorSolverType("cholmod")
+        else:
+            self.ksp.getPC().setType(PETSc.PC.Type.REDUNDANT)
         self.ksp.setOperators(self.A0)
         self.ksp.setFromOptions()
         # Views of the coarse vectors' storage on the coarse communicator.
