@@ -46,6 +46,12 @@ __all__ = ["CoarseCorrection", "fixed_linear", "wants_splitting"]
 _FIXED_WHEN_UNNORMED = (PETSc.KSP.Type.CHEBYSHEV, PETSc.KSP.Type.RICHARDSON)
 
 
+def _python_context(ksp: PETSc.KSP):
+    """The context of the KSP's PC when it is a Python PC (a nested level), else ``None``."""
+    pc = ksp.getPC()
+    return pc.getPythonContext() if pc.getType() == PETSc.PC.Type.PYTHON else None
+
+
 def fixed_linear(ksp: PETSc.KSP) -> bool:
     """Whether ``ksp`` applies a fixed symmetric linear map (what CG needs of a preconditioner):
     preonly, or Chebyshev/Richardson without a norm (so without a convergence test, always
@@ -53,17 +59,13 @@ def fixed_linear(ksp: PETSc.KSP) -> bool:
     kind = ksp.getType()
     fixed = kind == PETSc.KSP.Type.PREONLY or (
         kind in _FIXED_WHEN_UNNORMED and ksp.getNormType() == PETSc.KSP.NormType.NONE)
-    pc = ksp.getPC()
-    nested = pc.getPythonContext() if pc.getType() == PETSc.PC.Type.PYTHON else None
-    return fixed and getattr(nested, "symmetric", True) is not False
+    return fixed and getattr(_python_context(ksp), "symmetric", True) is not False
 
 
 def wants_splitting(ksp: PETSc.KSP) -> bool:
     """Whether the coarse KSP's PC is a nested level that builds a spectral coarse space from
     the level above's Neumann matrices (its context's ``needs_splitting``)."""
-    pc = ksp.getPC()
-    nested = pc.getPythonContext() if pc.getType() == PETSc.PC.Type.PYTHON else None
-    return bool(getattr(nested, "needs_splitting", False))
+    return bool(getattr(_python_context(ksp), "needs_splitting", False))
 
 
 def _message(error: Exception) -> str:
@@ -205,8 +207,8 @@ class CoarseCorrection:
         if comm.getSize() == 1:
             self.ksp.getPC().setType(PETSc.PC.Type.CHOLESKY)
             if "cholmod" in available_local_solvers():
-                # the supernodal factorisation: PETSc's own Cholesky took 2.8 s where CHOLMOD
-                # takes 0.1 s on GDSW's n_0 = 3762 for 3D elasticity (and 139 s at n_0 = 20 380)
+                # the supernodal factorisation: PETSc's own Cholesky took 139 s, CHOLMOD 2.2 s,
+                # on GDSW's n_0 = 20 380 of 3D elasticity (benchmarks/scaling.py, elasticity)
                 self.ksp.getPC().setFactorSolverType("cholmod")
         else:
             self.ksp.getPC().setType(PETSc.PC.Type.REDUNDANT)

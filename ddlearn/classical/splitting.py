@@ -186,7 +186,7 @@ def subdomain_neumann(M: PETSc.Mat, subdomains, prefix: str = "ddlearn_"):
     for rank, ids in enumerate(mpi.allgather([int(i) for i in subdomains.ids])):
         holder.update({i: rank for i in ids})
     outgoing = [[] for _ in range(mpi.Get_size())]
-    for j, owner, J, B in zip(owner_of, mine.owners, mine.rows, mine.blocks):
+    for j, J, B in zip(owner_of, mine.rows, mine.blocks):
         outgoing[holder[int(j)]].append((int(j), J, B))
     position = {int(i): k for k, i in enumerate(subdomains.ids)}
     triplets = [([], [], []) for _ in subdomains.ids]
@@ -206,12 +206,9 @@ def subdomain_neumann(M: PETSc.Mat, subdomains, prefix: str = "ddlearn_"):
                      f"a piece of the level above's Neumann matrices reaches outside subdomain(s) "
                      f"{sorted(set(outside))[:8]} of this level, which own it: widen the "
                      f"subdomains with -{prefix}overlap 2 (or more)")
-    out = []
-    for I, (rows, cols, vals) in zip(subdomains.overlapping, triplets):
-        if not vals:  # a subdomain that owns no piece: no energy of its own to bound
-            out.append(sp.csr_matrix((len(I), len(I))))
-            continue
-        out.append(sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows),
-                                                         np.concatenate(cols))),
-                                 shape=(len(I), len(I))))
-    return out
+    # a subdomain that owns no piece gets an empty matrix: no energy of its own to bound
+    empty = [np.zeros(0, np.int64)]
+    return [sp.csr_matrix((np.concatenate(vals or [np.zeros(0)]),
+                           (np.concatenate(rows or empty), np.concatenate(cols or empty))),
+                          shape=(len(I), len(I)))
+            for I, (rows, cols, vals) in zip(subdomains.overlapping, triplets)]
