@@ -29,9 +29,10 @@ Methods: PETSc's ``gamg`` (defaults) and ``gamg-tuned`` (threshold 0.01,
 :data:`ddlearn.harness.options.PETSC_REFERENCE`), both with the near-null space, and ddlearn's
 ``TwoLevelSchwarzPC`` with one and with eight subdomains per rank, overlap 1, CHOLMOD local
 solves where the build has them: for systems its default (``gdsw`` split by coefficient),
-``gdsw`` unsplit and ``nicolaides`` (``spectral`` is refused: the algebraic Neumann matrices of
-elasticity are indefinite); for scalar problems its default (``hats`` on the box partition),
-``gdsw`` and ``spectral`` (8 vectors per subdomain, Dirichlet pencil). CG to rtol 1e-8 on the
+``harmonic`` (GDSW enriched by sampled A-harmonic traces), ``gdsw`` unsplit and ``nicolaides``
+(``spectral`` is refused: the algebraic Neumann matrices of elasticity are indefinite); for
+scalar problems its default (``hats`` on the box partition), ``gdsw``, ``harmonic`` and
+``spectral`` (8 vectors per subdomain, Dirichlet pencil). CG to rtol 1e-8 on the
 unpreconditioned residual, the right-hand side of the case (elasticity: its load; diffusion:
 f = 1), zero start, at most 3000 iterations. Times: slowest rank, barriers around set-up and
 solve; ranks share the machine's cores (say so), so compare methods within one run: the table
@@ -83,10 +84,12 @@ CASES = {
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
 #: ddlearn's configurations per kind of problem ("default": no coarse-space option)
 DDLEARN = {
-    "elasticity": {"default": {}, "gdsw unsplit": {"ddlearn_coarse_space": "gdsw",
-                                                   "ddlearn_gdsw_split_ratio": "0"},
+    "elasticity": {"default": {}, "harmonic": {"ddlearn_coarse_space": "harmonic"},
+                   "gdsw unsplit": {"ddlearn_coarse_space": "gdsw",
+                                    "ddlearn_gdsw_split_ratio": "0"},
                    "nicolaides": {"ddlearn_coarse_space": "nicolaides"}},
     "diffusion": {"default": {}, "gdsw": {"ddlearn_coarse_space": "gdsw"},
+                  "harmonic": {"ddlearn_coarse_space": "harmonic"},
                   "spectral": {"ddlearn_coarse_space": "spectral",
                                "ddlearn_spectral_nev": "8"}},
 }

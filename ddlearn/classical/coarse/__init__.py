@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from ..coarse_space import CoarseSpace
 from .gdsw import GDSW
+from .harmonic import Harmonic
 from .hats import Hats
 from .nicolaides import Nicolaides
 from .rgdsw import RGDSW
@@ -22,6 +23,7 @@ FAMILIES: dict[str, type[CoarseSpace]] = {c.name: c for c in (
     Nicolaides,
     GDSW,
     RGDSW,
+    Harmonic,
     Spectral,
 )}
 

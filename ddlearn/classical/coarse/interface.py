@@ -27,12 +27,14 @@ from ...decomposition.layout import gather_matrix, scatter_rows
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ..overlapping import SparseSolver
 
-__all__ = ["interface_components", "coefficient_pieces", "checked_split_ratio",
+__all__ = ["node_matrix", "interface_components", "coefficient_pieces", "checked_split_ratio",
            "node_stiffness", "touch_sets",
            "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
 
 
-def _node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
+def node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
+    """The node graph of ``A`` (block size ``bs``): entry :math:`(j, k)` the sum of
+    :math:`|a|` over the dofs of nodes :math:`j` and :math:`k` (``A`` itself for ``bs`` 1)."""
     if bs == 1:
         return A
     n = A.shape[0]
@@ -43,7 +45,7 @@ def _node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
 def interface_components(A: sp.csr_matrix, part: np.ndarray, block_size: int = 1):
     """``(gamma, component, keys)``: the interface *nodes*, the component of each, and the
     touch set (sorted tuple of parts) of each component. Nodes are dofs for block size 1."""
-    A = _node_matrix(sp.csr_matrix(A), block_size)
+    A = node_matrix(sp.csr_matrix(A), block_size)
     part = part[::block_size]
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
     cross = part[A.indices] != part[rows]
@@ -97,7 +99,7 @@ def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarra
     if checked_split_ratio(ratio) == 0 or not len(gamma):
         return component
     s = node_stiffness(A, block_size)[gamma]
-    G = _node_matrix(sp.csr_matrix(A), block_size)[gamma][:, gamma].tocoo()
+    G = node_matrix(sp.csr_matrix(A), block_size)[gamma][:, gamma].tocoo()
     keep = (component[G.row] == component[G.col]) & \
         (np.maximum(s[G.row], s[G.col]) < ratio * np.minimum(s[G.row], s[G.col]))
     H = sp.csr_matrix((np.ones(int(keep.sum())), (G.row[keep], G.col[keep])),
@@ -107,7 +109,7 @@ def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarra
 
 def touch_sets(A: sp.csr_matrix, part: np.ndarray, gamma: np.ndarray, block_size: int = 1):
     """The touch set of each interface node (a tuple of parts)."""
-    A = _node_matrix(sp.csr_matrix(A), block_size)
+    A = node_matrix(sp.csr_matrix(A), block_size)
     part = part[::block_size]
     touch = sp.csr_matrix(A[gamma])
     touch = sp.csr_matrix((np.ones(touch.nnz), touch.indices, touch.indptr),

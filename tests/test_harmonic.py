@@ -1,0 +1,107 @@
+"""The harmonic coarse space (GDSW enriched by sampled A-harmonic traces), from the assembled
+matrix alone: it contains GDSW's space, it is reproducible, it restores the iterations GDSW
+loses to stiff inclusions on many subdomains, and the PC builds it from options on any rank
+count, refusing bad settings on every rank."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from petsc4py import PETSc
+
+from conftest import load_script, raised_everywhere
+from ddlearn.classical.coarse.gdsw import gdsw_basis
+from ddlearn.classical.coarse.harmonic import Harmonic, harmonic_basis
+from ddlearn.classical.coarse.interface import node_matrix
+from ddlearn.classical.reference import coarse_matrix
+from ddlearn.decomposition.serial_partition import grow_overlap, metis_partition
+
+ex = load_script("examples/elasticity.py", "elasticity_example")
+
+
+def _inclusions(cells: int, N: int):
+    """2D P1 elasticity with the example's stiff inclusions (1e6): the matrix, the load, the
+    rigid-body modes, the dofs' parts (METIS on the node graph) and the overlapping
+    subdomains (one node layer)."""
+    p = ex.build(2, cells, contrast=1e6, seed=0)
+    G = node_matrix(p.A, 2)
+    G = sp.csr_matrix((np.ones(G.nnz), G.indices, G.indptr), shape=G.shape)
+    G.setdiag(0)
+    G.eliminate_zeros()
+    nodes = metis_partition(G, N)
+    S = grow_overlap(G, nodes, N, 1)
+    subs = [(2 * S[:, i].indices[:, None] + np.arange(2)).ravel() for i in range(N)]
+    return p.A, p.b, ex.rigid_body_modes(p.points), np.repeat(nodes, 2), subs
+
+
+def _cg_iterations(A, b, subs, Phi) -> int:
+    """CG iterations to 1e-8 with additive two-level Schwarz on ``subs`` and ``Phi``."""
+    lus = [spla.splu(sp.csc_matrix(A[I][:, I])) for I in subs]
+    lu0 = spla.splu(sp.csc_matrix(coarse_matrix(A, Phi)))
+
+    def apply(x):
+        x = np.ravel(x)
+        y = Phi @ lu0.solve(Phi.T @ x)
+        for I, lu in zip(subs, lus):
+            y[I] += lu.solve(x[I])
+        return y
+
+    count = []
+    x, info = spla.cg(A, b, M=spla.LinearOperator(A.shape, matvec=apply, dtype=float),
+                      rtol=1e-8, maxiter=2000, callback=lambda _: count.append(1))
+    assert info == 0
+    return len(count)
+
+
+@pytest.fixture(scope="module")
+def inclusions():
+    return _inclusions(40, 32)
+
+
+def test_contains_gdsw_and_is_reproducible(inclusions):
+    A, b, Z, part, subs = inclusions
+    G, _ = gdsw_basis(A, part, Z, 2, split_ratio=100)
+    H, info = harmonic_basis(A, part, Z, 2)
+    # the sampled traces add columns (those already in GDSW's span are dropped)
+    assert info["enriched"] > 0 and G.shape[1] < H.shape[1] == info["n0"]
+    assert H.shape[1] <= G.shape[1] + info["enriched"]
+    # GDSW's functions are in the span: the least-squares residual vanishes
+    Hd, Gd = H.toarray(), G.toarray()
+    coef = np.linalg.lstsq(Hd, Gd, rcond=None)[0]
+    assert np.abs(Hd @ coef - Gd).max() <= 1e-8 * np.abs(Gd).max()
+    H2, _ = harmonic_basis(A, part, Z, 2)
+    assert abs(H - H2).max() == 0.0
+
+
+def test_restores_the_iterations_gdsw_loses_to_stiff_inclusions(inclusions):
+    A, b, Z, part, subs = inclusions
+    gdsw = _cg_iterations(A, b, subs, gdsw_basis(A, part, Z, 2, split_ratio=100)[0])
+    harmonic = _cg_iterations(A, b, subs, harmonic_basis(A, part, Z, 2)[0])
+    # at contrast 1e6 the sampled traces carry the inclusions' own rigid motions
+    assert harmonic <= 0.6 * gdsw, (harmonic, gdsw)
+
+
+@pytest.mark.parametrize("value,option", [(1.5, "tol"), (0.0, "tol"), (-1, "samples"),
+                                          (-2, "layers")])
+def test_bad_settings_name_their_option(value, option):
+    with pytest.raises(ValueError, match=f"-ddlearn_harmonic_{option}"):
+        opts = PETSc.Options()
+        opts.setValue(f"ddlearn_harmonic_{option}", value)
+        try:
+            Harmonic().set_from_options("ddlearn_")
+        finally:
+            opts.delValue(f"ddlearn_harmonic_{option}")
+
+
+PC = ["-pc_type", "python", "-pc_python_type", "ddlearn.pc.TwoLevelSchwarzPC"]
+
+
+@pytest.mark.mpi
+def test_the_pc_builds_it_from_options_on_any_rank_count():
+    common = ("-dim", 2, "-cells", 16, "-contrast", 1e6, *PC, "-ddlearn_subdomains", 8)
+    harmonic = ex.main([str(a) for a in (*common, "-ddlearn_coarse_space", "harmonic")])
+    gdsw = ex.main([str(a) for a in (*common, "-ddlearn_coarse_space", "gdsw")])
+    assert harmonic["converged"] and harmonic["rnorm_true"] < 1e-6
+    assert harmonic["n0"] > gdsw["n0"]
+    msgs = raised_everywhere(lambda: ex.main([str(a) for a in (
+        *common, "-ddlearn_coarse_space", "harmonic", "-ddlearn_harmonic_tol", 2)]), PETSc.Error)
+    assert all(m and "-ddlearn_harmonic_tol must lie in (0, 1)" in m for m in msgs), msgs
