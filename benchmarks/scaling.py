@@ -36,7 +36,8 @@ rank assembles the Neumann matrices of its own subdomains, recorded as ``aux_s``
 matrix's ``assemble_s``, neither in the set-up.
 
 Methods (ddlearn's PC from the options database, ``-ddlearn_subdomains N``, overlap 1, boxes):
-``one-level``, ``hats``, ``nicolaides``, ``gdsw``, ``spectral`` (8 vectors per subdomain),
+``one-level``, ``hats``, ``nicolaides``, ``gdsw``, ``harmonic``, ``spectral`` (8 vectors per
+subdomain),
 ``learned`` (the shipped model); each two-level one also as ``<name>/dist`` (the coarse problem
 on all ranks, ``-ddlearn_coarse_ranks``) and ``<name>/3level`` (the coarse problem solved by
 ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third level). PETSc:
@@ -92,7 +93,7 @@ AUX = {"spectral-aux": {"ddlearn_coarse_space": "spectral", "ddlearn_spectral_ne
                         "ddlearn_spectral_threshold": "0.1"}}
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
 COARSE = {"one-level": "none", "hats": "hats", "nicolaides": "nicolaides", "gdsw": "gdsw",
-          "spectral": "spectral", "learned": "learned"}
+          "harmonic": "harmonic", "spectral": "spectral", "learned": "learned"}
 #: how the coarse problem is solved: on one rank (exact), on all ranks, or by a third level
 COARSE_SOLVE = {
     "": {},

@@ -13,6 +13,7 @@ from ddlearn.classical.coarse.gdsw import gdsw_basis
 from ddlearn.classical.coarse.harmonic import Harmonic, harmonic_basis
 from ddlearn.classical.coarse.interface import node_matrix
 from ddlearn.classical.reference import coarse_matrix
+from ddlearn.decomposition.problems import make_problem
 from ddlearn.decomposition.serial_partition import grow_overlap, metis_partition
 
 ex = load_script("examples/elasticity.py", "elasticity_example")
@@ -57,10 +58,20 @@ def inclusions():
     return _inclusions(40, 32)
 
 
-def test_contains_gdsw_and_is_reproducible(inclusions):
-    A, b, Z, part, subs = inclusions
-    G, _ = gdsw_basis(A, part, Z, 2, split_ratio=100)
-    H, info = harmonic_basis(A, part, Z, 2)
+def _channels(n: int, N: int):
+    """2D channels of contrast 1e6 (a signed M-matrix, block size 1) and METIS parts."""
+    A = sp.csr_matrix(make_problem("random_channels", n, contrast=1e6, seed=0).matrix())
+    G = abs(A).tolil()
+    G.setdiag(0)
+    return A, None, None, metis_partition(sp.csr_matrix(G), N), None
+
+
+@pytest.mark.parametrize("case", ["elasticity", "scalar"])
+def test_contains_gdsw_and_is_reproducible(case, inclusions):
+    A, b, Z, part, subs = inclusions if case == "elasticity" else _channels(31, 16)
+    bs = 2 if case == "elasticity" else 1
+    G, _ = gdsw_basis(A, part, Z, bs, split_ratio=100)
+    H, info = harmonic_basis(A, part, Z, bs)
     # the sampled traces add columns (those already in GDSW's span are dropped)
     assert info["enriched"] > 0 and G.shape[1] < H.shape[1] == info["n0"]
     assert H.shape[1] <= G.shape[1] + info["enriched"]
@@ -68,7 +79,7 @@ def test_contains_gdsw_and_is_reproducible(inclusions):
     Hd, Gd = H.toarray(), G.toarray()
     coef = np.linalg.lstsq(Hd, Gd, rcond=None)[0]
     assert np.abs(Hd @ coef - Gd).max() <= 1e-8 * np.abs(Gd).max()
-    H2, _ = harmonic_basis(A, part, Z, 2)
+    H2, _ = harmonic_basis(A, part, Z, bs)
     assert abs(H - H2).max() == 0.0
 
 

@@ -107,7 +107,7 @@ def harmonic_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = No
     if not len(gamma):
         return sp.csr_matrix((n, 0)), {"components": 0, "n0": 0, "enriched": 0}
     pieces = coefficient_pieces(A, gamma, component, bs, split_ratio)
-    G = node_matrix(A, bs)
+    G = abs(node_matrix(A, bs))  # the graph: a signed scalar matrix's rows can sum to <= 0
     node_part = part[::bs]
     rng = np.random.default_rng(seed)
     order = np.argsort(component, kind="stable")
