@@ -90,7 +90,8 @@ def main(argv=None):
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "fem_m": m, "grid": n,
             "fem_unknowns": (m - 1) ** 2, "rows": []}
     if args.resume and os.path.exists(path):
-        data["rows"] = bench.read(path)["rows"]
+        old = bench.read(path)
+        data["rows"], data["earlier_runs"] = old["rows"], bench.earlier_runs(old)
     done = {(r["case"], r["coarse"], r["N"], r["correction"]) for r in data["rows"]}
 
     def measure(case, M, coarse, N, form="additive"):

@@ -307,7 +307,9 @@ def benchmark(args) -> dict:
         data["elasticity_series"] = list(series("elasticity", 3, args.quick))
     path = os.path.join(args.out, f"{args.name}.json")
     if args.resume and os.path.exists(path):
-        data["rows"] = [r for r in bench.read(path)["rows"] if not r.get("error")]
+        old = bench.read(path)
+        data["rows"] = [r for r in old["rows"] if not r.get("error")]
+        data["earlier_runs"] = bench.earlier_runs(old)
     done = {_key(r) for r in data["rows"]}
     for dim in args.dims:
         for case in args.cases:

@@ -315,3 +315,18 @@ def test_time_to_solution_quick(tmp_path):
     assert ball and all(r["converged"] and r["rnorm_true"] < 1e-6 for r in ball)
     text = _readme(mod, tmp_path, "time_to_solution")
     assert "| ball-stiff |" in text and "gamg-tuned" in text
+
+
+def test_a_resumed_run_keeps_the_provenance_of_the_rows_it_kept():
+    def stamp(command, commit):
+        return {"command": command, "commit": commit, "dirty": False, "ranks": 2, "cores": 2,
+                "processor": "cpu", "date": "today"}
+    first = {"provenance": stamp("python first.py", "aaa"), "rows": [1]}
+    second = {"provenance": stamp("python second.py --resume", "bbb"), "rows": [1, 2],
+              "earlier_runs": bench.earlier_runs(first)}
+    third = {"provenance": stamp("python third.py --resume", "ccc"), "rows": [1, 2, 3],
+             "earlier_runs": bench.earlier_runs(second)}
+    assert [e["commit"] for e in third["earlier_runs"]] == ["bbb", "aaa"]
+    line = bench._provenance_line("study", third)
+    assert all(c in line for c in ("third.py", "second.py", "first.py"))
+    assert line.count("rows kept from an earlier run") == 2

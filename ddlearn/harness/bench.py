@@ -193,13 +193,25 @@ def results(args: argparse.Namespace) -> dict[str, dict]:
     return {p.stem: read(str(p)) for p in sorted(folder.glob(f"{args.study}*.json"))}
 
 
+def earlier_runs(data: dict) -> list[dict]:
+    """The provenance of the runs whose rows a resumed run keeps: the file's own stamp, then
+    the runs it had kept itself (``data["earlier_runs"]``), newest first."""
+    own = [data["provenance"]] if "provenance" in data else []
+    return own + list(data.get("earlier_runs", []))
+
+
+def _run_text(p: dict) -> str:
+    dirty = " (with uncommitted changes)" if p.get("dirty") else ""
+    return (f"`{p['command']}` at commit {p.get('commit')}{dirty}, {p['ranks']} ranks on "
+            f"{p['cores']} cores ({p.get('processor')}), {p.get('date')}")
+
+
 def _provenance_line(name: str, data) -> str:
     p = data.get("provenance", {}) if isinstance(data, dict) else {}
     if "command" in p:
-        dirty = " (with uncommitted changes)" if p.get("dirty") else ""
-        return (f"- `{name}.json`: `{p['command']}` at commit {p.get('commit')}{dirty}, "
-                f"{p['ranks']} ranks on {p['cores']} cores ({p.get('processor')}), "
-                f"{p.get('date')}")
+        kept = "".join(f"\n  - rows kept from an earlier run: {_run_text(e)}"
+                       for e in data.get("earlier_runs", []) if "command" in e)
+        return f"- `{name}.json`: {_run_text(p)}{kept}"
     if "committed in" in p:
         return (f"- `{name}.json`: committed in {p['committed in']}; written before the stamp: "
                 f"the command and the commit that ran it were not recorded")
