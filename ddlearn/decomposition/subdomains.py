@@ -34,7 +34,7 @@ from .parallel_partition import (DistributedGraph, assign_holders, grow_overlap_
 from .partition import PARTITIONERS, PartitionInput, default_partitioner
 from .timing import Timer
 
-__all__ = ["Subdomains", "rows_fingerprint"]
+__all__ = ["Subdomains", "rows_fingerprint", "node_dofs"]
 
 
 def rows_fingerprint(I: np.ndarray) -> tuple:
@@ -45,7 +45,7 @@ def rows_fingerprint(I: np.ndarray) -> tuple:
     return len(rows), hashlib.blake2b(rows.tobytes(), digest_size=16).hexdigest()
 
 
-def _dofs(nodes: np.ndarray, bs: int) -> np.ndarray:
+def node_dofs(nodes: np.ndarray, bs: int) -> np.ndarray:
     """The dofs of ``nodes`` (sorted when the nodes are)."""
     return (bs * np.asarray(nodes, dtype=np.int64)[:, None] + np.arange(bs)).ravel()
 
@@ -145,12 +145,12 @@ class Subdomains:
             partial = np.flatnonzero(count != bs)
             if len(partial):
                 a = int(nodes[partial[0]])
-                have = np.intersect1d(s, _dofs([a], bs))
+                have = np.intersect1d(s, node_dofs([a], bs))
                 others = f" ({len(partial) - 1} more nodes split too)" if len(partial) > 1 else ""
                 return (f"subdomain {first + k} (index set {k} of this rank) splits node {a}: it "
                         f"holds row{'s' if len(have) > 1 else ''} "
                         f"{', '.join(map(str, have))} of the node's rows "
-                        f"{', '.join(map(str, _dofs([a], bs)))}{others}")
+                        f"{', '.join(map(str, node_dofs([a], bs)))}{others}")
         return None
 
     @staticmethod
@@ -225,7 +225,7 @@ class Subdomains:
         timer.lap("distribute_s")
         grown = grow_overlap_parallel(graph, parts, int(overlap))
         timer.lap("overlap_s")
-        I = [_dofs(s, bs) for s in grown]
+        I = [node_dofs(s, bs) for s in grown]
         sizes = cls._all_sizes(mpi, N, ids, I)
         collective_check(comm, N == 1 or sizes.max() < n,
                          f"overlap {overlap} makes subdomain {int(sizes.argmax())} the whole "
@@ -238,7 +238,7 @@ class Subdomains:
         boxes = found.boxes
         if boxes is not None:
             boxes = (np.repeat(boxes[0], bs, axis=0), boxes[1])
-        return cls(comm, N, int(overlap), partitioner, ids, I, [_dofs(p, bs) for p in parts],
+        return cls(comm, N, int(overlap), partitioner, ids, I, [node_dofs(p, bs) for p in parts],
                    sizes, weights, coarse_rank, bs, boxes, timing=timer.seconds)
 
     @classmethod
@@ -300,7 +300,7 @@ class Subdomains:
                 timer.lap("graph_s")
                 grown = grow_overlap_parallel(graph, [np.unique(s // bs) for s in given],
                                               int(overlap))
-                I = [_dofs(g, bs) for g in grown]
+                I = [node_dofs(g, bs) for g in grown]
             else:
                 I = [s.copy() for s in given]
             timer.lap("overlap_s")

@@ -19,38 +19,52 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ...decomposition.subdomains import node_dofs
 from .interface import (InterfaceCoarseSpace, checked_split_ratio, coefficient_pieces,
                         energy_minimal_extension, interface_components)
 from .nicolaides import orthonormal_columns
 
-__all__ = ["GDSW", "gdsw_basis", "interface_basis", "extended_basis"]
+__all__ = ["GDSW", "gdsw_basis", "group_columns", "block_columns", "interface_basis",
+           "extended_basis"]
+
+
+def group_columns(nodes: np.ndarray, w: np.ndarray, Z: np.ndarray | None,
+                  block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(dofs, V)``: the dofs of a weighted interface node group and its columns
+    :math:`\mathrm{orth}(W Z|_{\rm nodes})` there (one column of the weights without ``Z``)."""
+    dofs = node_dofs(nodes, block_size)
+    if Z is None:
+        return dofs, np.repeat(w, block_size)[:, None]
+    return dofs, orthonormal_columns(np.repeat(w, block_size)[:, None] * Z[dofs])
+
+
+def block_columns(n: int, blocks) -> sp.csr_matrix:
+    r""":math:`\Phi_\Gamma` of ``n`` rows from ``(dofs, V)`` blocks side by side: block
+    :math:`j`'s columns are ``V`` on its ``dofs`` and zero elsewhere."""
+    rows, cols, vals, k = [], [], [], 0
+    for dofs, V in blocks:
+        r, c = np.nonzero(V)
+        rows.append(dofs[r]), cols.append(c + k), vals.append(V[r, c])
+        k += V.shape[1]
+    if not rows:
+        return sp.csr_matrix((n, 0))
+    cat = np.concatenate
+    return sp.csr_matrix((cat(vals), (cat(rows), cat(cols))), shape=(n, k))
 
 
 def interface_basis(n: int, groups, Z: np.ndarray | None, block_size: int) -> sp.csr_matrix:
     r""":math:`\Phi_\Gamma` from weighted interface node groups ``groups`` (a list of
-    ``(nodes, weights)``, one per coarse node): per group the columns
-    :math:`\mathrm{orth}(W Z|_{\rm nodes})` (one column of the weights without ``Z``)."""
-    rows, cols, vals, k = [], [], [], 0
-    for nodes, w in groups:
-        dofs = (block_size * nodes[:, None] + np.arange(block_size)).ravel()
-        if Z is None:
-            V = np.repeat(w, block_size)[:, None]
-        else:
-            V = orthonormal_columns(np.repeat(w, block_size)[:, None] * Z[dofs])
-        r, c = np.nonzero(V)
-        rows.append(dofs[r]), cols.append(c + k), vals.append(V[r, c])
-        k += V.shape[1]
-    cat = np.concatenate
-    return sp.csr_matrix((cat(vals), (cat(rows), cat(cols))), shape=(n, k)) if groups \
-        else sp.csr_matrix((n, 0))
+    ``(nodes, weights)``, one per coarse node): per group the columns of
+    :func:`group_columns`."""
+    return block_columns(n, [group_columns(nodes, w, Z, block_size) for nodes, w in groups])
 
 
 def extended_basis(A, part: np.ndarray, gamma: np.ndarray, groups, Z, block_size: int):
     r""":math:`\Phi` from the interface node groups (:func:`interface_basis`) extended
     energy-minimally into the parts, and its column count."""
     Phi_gamma = interface_basis(A.shape[0], groups, Z, block_size)
-    interface = (block_size * gamma[:, None] + np.arange(block_size)).ravel()
-    return energy_minimal_extension(A, part, interface, Phi_gamma), int(Phi_gamma.shape[1])
+    Phi = energy_minimal_extension(A, part, node_dofs(gamma, block_size), Phi_gamma)
+    return Phi, int(Phi_gamma.shape[1])
 
 
 def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,

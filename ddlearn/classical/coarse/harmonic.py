@@ -39,8 +39,9 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from ...decomposition.subdomains import node_dofs
 from ..overlapping import SparseSolver
-from .gdsw import GDSW
+from .gdsw import GDSW, block_columns, group_columns
 from .interface import (coefficient_pieces, energy_minimal_extension, interface_components,
                         node_matrix)
 from .nicolaides import orthonormal_columns
@@ -69,27 +70,25 @@ def dominant_traces(Y: np.ndarray, A_cc: np.ndarray, tol: float) -> np.ndarray:
     return sla.solve_triangular(L.T, U[:, :k], lower=False)
 
 
-def _dofs(nodes: np.ndarray, bs: int) -> np.ndarray:
-    return (bs * np.asarray(nodes)[:, None] + np.arange(bs)).ravel()
-
-
 def _grown(G: sp.csr_matrix, inside: np.ndarray, layers: int) -> np.ndarray:
     for _ in range(layers):
         inside = inside | (G @ inside.astype(np.float64) > 0)
     return inside
 
 
-def _sampled_traces(A: sp.csr_matrix, G: sp.csr_matrix, node_part: np.ndarray, touch,
-                    bs: int, layers: int, samples: int, rng) -> tuple[np.ndarray, np.ndarray]:
+def _sampled_traces(A: sp.csr_matrix, scale: np.ndarray, G: sp.csr_matrix,
+                    node_part: np.ndarray, touch, bs: int, layers: int, samples: int,
+                    rng) -> tuple[np.ndarray, np.ndarray]:
     r"""``(O, U)``: the dofs of the oversampling region of the parts ``touch`` (sorted) and the
     energy-minimal extensions :math:`U = -A_{OO}^{-1}A_{O\partial}G` of ``samples`` random
-    Dirichlet data on its boundary (no columns where the region has no boundary)."""
+    Dirichlet data, standard normal times ``scale`` (:math:`|a_{jj}|^{-1/2}`), on its boundary
+    (no columns where the region has no boundary)."""
     inside = _grown(G, np.isin(node_part, touch), layers)
     boundary = np.flatnonzero((G @ inside.astype(np.float64) > 0) & ~inside)
-    O, B = _dofs(np.flatnonzero(inside), bs), _dofs(boundary, bs)
+    O, B = node_dofs(np.flatnonzero(inside), bs), node_dofs(boundary, bs)
     if not len(B):
         return O, np.zeros((len(O), 0))
-    g = rng.standard_normal((len(B), samples)) / np.sqrt(np.abs(A.diagonal()[B]))[:, None]
+    g = rng.standard_normal((len(B), samples)) * scale[B][:, None]
     solver = SparseSolver(A[O][:, O])
     U = -solver.solve(A[O][:, B] @ g)
     solver.destroy()
@@ -110,36 +109,35 @@ def harmonic_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = No
     G = abs(node_matrix(A, bs))  # the graph: a signed scalar matrix's rows can sum to <= 0
     node_part = part[::bs]
     rng = np.random.default_rng(seed)
+    scale = 1.0 / np.sqrt(np.abs(A.diagonal()))
     order = np.argsort(component, kind="stable")
     members = np.split(order, np.cumsum(np.bincount(component))[:-1])
     by_touch: dict[tuple, list[int]] = {}
     for c, key in enumerate(keys):
         by_touch.setdefault(tuple(key), []).append(c)
-    rows, cols, vals, k, enriched = [], [], [], 0, 0
+    blocks, enriched = [], 0
     for touch, comps in by_touch.items():
         sampled = [c for c in comps if len(members[c]) > 1] if samples else []
         if sampled:
-            O, U = _sampled_traces(A, G, node_part, list(touch), bs, layers, samples, rng)
+            O, U = _sampled_traces(A, scale, G, node_part, list(touch), bs, layers, samples,
+                                   rng)
         for c in comps:
-            dofs = _dofs(gamma[members[c]], bs)  # sorted: gamma and members are
+            nodes = gamma[members[c]]
+            dofs = node_dofs(nodes, bs)  # sorted: gamma and members are
             V = []
-            for p in np.unique(pieces[members[c]]):
-                mine = np.repeat(pieces[members[c]] == p, bs)
-                W = np.zeros((len(dofs), 1 if Z is None else Z.shape[1]))
-                W[mine] = 1.0 if Z is None else Z[dofs[mine]]
-                V.append(orthonormal_columns(W))
+            for p in np.unique(pieces[members[c]]):  # GDSW's functions of each piece
+                mine = nodes[pieces[members[c]] == p]
+                piece, W = group_columns(mine, np.ones(len(mine)), Z, bs)
+                V.append(np.zeros((len(dofs), W.shape[1])))
+                V[-1][np.searchsorted(dofs, piece)] = orthonormal_columns(W)
             if c in sampled:
                 E = dominant_traces(U[np.searchsorted(O, dofs)], A[dofs][:, dofs].toarray(), tol)
                 V.append(E)
                 enriched += E.shape[1]
-            V = orthonormal_columns(np.hstack(V))
-            r, q = np.nonzero(V)
-            rows.append(dofs[r]), cols.append(q + k), vals.append(V[r, q])
-            k += V.shape[1]
-    cat = np.concatenate
-    Phi_gamma = sp.csr_matrix((cat(vals), (cat(rows), cat(cols))), shape=(n, k))
-    Phi = energy_minimal_extension(A, part, _dofs(gamma, bs), Phi_gamma)
-    return Phi, {"components": len(keys), "n0": k, "enriched": enriched}
+            blocks.append((dofs, orthonormal_columns(np.hstack(V))))
+    Phi_gamma = block_columns(n, blocks)
+    Phi = energy_minimal_extension(A, part, node_dofs(gamma, bs), Phi_gamma)
+    return Phi, {"components": len(keys), "n0": Phi_gamma.shape[1], "enriched": enriched}
 
 
 def _positive(value, option: str, kind=int, low=1):
