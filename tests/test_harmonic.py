@@ -1,14 +1,15 @@
 """The harmonic coarse space (GDSW enriched by sampled A-harmonic traces), from the assembled
 matrix alone: it contains GDSW's space, it is reproducible, it restores the iterations GDSW
 loses to stiff inclusions on many subdomains, and the PC builds it from options on any rank
-count, refusing bad settings on every rank."""
+count (the regions sampled over the ranks give the serial basis), refusing bad settings on
+every rank."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from petsc4py import PETSc
 
-from conftest import load_script, raised_everywhere
+from conftest import client_matrix, gathered_csr, load_script, pc_from_options, raised_everywhere
 from ddlearn.classical.coarse.gdsw import gdsw_basis
 from ddlearn.classical.coarse.harmonic import Harmonic, harmonic_basis
 from ddlearn.classical.coarse.interface import node_matrix
@@ -116,3 +117,21 @@ def test_the_pc_builds_it_from_options_on_any_rank_count():
     msgs = raised_everywhere(lambda: ex.main([str(a) for a in (
         *common, "-ddlearn_coarse_space", "harmonic", "-ddlearn_harmonic_tol", 2)]), PETSc.Error)
     assert all(m and "-ddlearn_harmonic_tol must lie in (0, 1)" in m for m in msgs), msgs
+
+
+@pytest.mark.mpi
+def test_regions_sampled_over_the_ranks_give_the_serial_basis():
+    """The PC deals the oversampling regions out to the ranks; each region draws from its own
+    seeded stream, so the gathered basis is the serial one of the same matrix and parts."""
+    from mpi4py import MPI
+    A = client_matrix(23, 1e6)
+    pc = pc_from_options(A, "hm_", pc="TwoLevelSchwarzPC", subdomains=9,
+                         coarse_space="harmonic")
+    ctx = pc.getPythonContext()
+    As, Phi = gathered_csr(A), gathered_csr(ctx.Phi)
+    part = MPI.COMM_WORLD.bcast(ctx.subdomains.gather_part(), root=0)
+    H, info = harmonic_basis(As, part)
+    assert info["enriched"] > 0 and info["regions"] > 1
+    assert ctx.space.found["enriched"] == info["enriched"] and Phi.shape == H.shape
+    assert abs(Phi - H).max() <= 1e-12 * abs(H).max()
+    pc.destroy(), A.destroy()

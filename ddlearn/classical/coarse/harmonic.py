@@ -30,10 +30,19 @@ Per interface component :math:`c` (:mod:`.interface`, split by coefficient as GD
 - extended energy-minimally into the parts (:func:`.interface.energy_minimal_extension`).
 
 A component of one node (a vertex) keeps GDSW's functions. The columns of :math:`\Phi` are
-fixed once built, so the preconditioner is a fixed SPD map for CG. Built serially on rank 0,
-as GDSW. Seeded: the same matrix and parts give the same :math:`\Phi`.
+fixed once built, so the preconditioner is a fixed SPD map for CG.
+
+Where the work is done: the interface, its components and the regions are found on rank 0 from
+the gathered matrix (as GDSW's); the regions, one sparse factorisation each and the bulk of the
+set-up, are spread over the ranks in rounds (each rank is sent a region's rows of the matrix,
+factors it, samples it and returns the kept traces); rank 0 assembles :math:`\Phi_\Gamma` and
+extends it. Each region draws its random data from its own stream, seeded by ``seed`` and the
+region's index, so the same matrix and parts give the same :math:`\Phi` on any number of
+ranks.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
@@ -46,7 +55,7 @@ from .interface import (coefficient_pieces, energy_minimal_extension, interface_
                         node_matrix)
 from .nicolaides import orthonormal_columns
 
-__all__ = ["Harmonic", "harmonic_basis", "dominant_traces"]
+__all__ = ["Harmonic", "harmonic_basis", "dominant_traces", "region_traces"]
 
 
 def dominant_traces(Y: np.ndarray, A_cc: np.ndarray, tol: float) -> np.ndarray:
@@ -70,74 +79,174 @@ def dominant_traces(Y: np.ndarray, A_cc: np.ndarray, tol: float) -> np.ndarray:
     return sla.solve_triangular(L.T, U[:, :k], lower=False)
 
 
-def _grown(G: sp.csr_matrix, inside: np.ndarray, layers: int) -> np.ndarray:
-    for _ in range(layers):
-        inside = inside | (G @ inside.astype(np.float64) > 0)
-    return inside
+def _region(G: sp.csr_matrix, part_nodes: list, touch, layers: int):
+    """``(inside, boundary)``: the nodes of the parts ``touch`` grown by ``layers`` layers of
+    the node graph ``G`` (sorted), and the nodes next to them (sorted); a breadth-first search
+    that touches only the rows of the region and its boundary."""
+    mask = np.zeros(G.shape[0], dtype=bool)
+    frontier = np.concatenate([part_nodes[p] for p in touch])
+    mask[frontier] = True
+    for _ in range(layers + 1):
+        reached = np.unique(G[frontier].indices)
+        frontier = reached[~mask[reached]]
+        mask[frontier] = True
+    mask[frontier] = False  # the last layer reached is the boundary
+    return np.flatnonzero(mask), frontier
 
 
-def _sampled_traces(A: sp.csr_matrix, scale: np.ndarray, G: sp.csr_matrix,
-                    node_part: np.ndarray, touch, bs: int, layers: int, samples: int,
-                    rng) -> tuple[np.ndarray, np.ndarray]:
-    r"""``(O, U)``: the dofs of the oversampling region of the parts ``touch`` (sorted) and the
-    energy-minimal extensions :math:`U = -A_{OO}^{-1}A_{O\partial}G` of ``samples`` random
-    Dirichlet data, standard normal times ``scale`` (:math:`|a_{jj}|^{-1/2}`), on its boundary
-    (no columns where the region has no boundary)."""
-    inside = _grown(G, np.isin(node_part, touch), layers)
-    boundary = np.flatnonzero((G @ inside.astype(np.float64) > 0) & ~inside)
-    O, B = node_dofs(np.flatnonzero(inside), bs), node_dofs(boundary, bs)
-    if not len(B):
-        return O, np.zeros((len(O), 0))
-    g = rng.standard_normal((len(B), samples)) * scale[B][:, None]
-    solver = SparseSolver(A[O][:, O])
-    U = -solver.solve(A[O][:, B] @ g)
-    solver.destroy()
-    return O, U
+@dataclass
+class Region:
+    """One touch set's oversampling region, as sent to the rank that samples it: ``A_OO`` and
+    ``A_OB`` (its rows of the matrix, on its dofs and on its boundary's), the scale of the random
+    boundary data (:math:`|a_{jj}|^{-1/2}` on the boundary dofs) and the positions in the region
+    of each sampled component's dofs. ``key`` seeds its random stream."""
+
+    key: int
+    A_OO: sp.csr_matrix
+    A_OB: sp.csr_matrix
+    scale: np.ndarray
+    components: list
+
+
+def region_traces(region: Region, samples: int, tol: float, seed: int) -> list[np.ndarray]:
+    r"""Each sampled component's dominant traces (:func:`dominant_traces`) of the energy-minimal
+    extensions :math:`U = -A_{OO}^{-1}A_{O\partial}G` of ``samples`` random Dirichlet data
+    :math:`G`, standard normal times ``region.scale``, on the region's boundary."""
+    if not region.A_OB.shape[1]:  # the region is the whole domain: nothing to sample
+        return [np.zeros((len(c), 0)) for c in region.components]
+    rng = np.random.default_rng([seed, region.key])
+    g = rng.standard_normal((region.A_OB.shape[1], samples)) * region.scale[:, None]
+    solver = SparseSolver(region.A_OO)
+    try:
+        U = -solver.solve(region.A_OB @ g)
+    finally:
+        solver.destroy()
+    return [dominant_traces(U[c], region.A_OO[c][:, c].toarray(), tol)
+            for c in region.components]
+
+
+class _Plan:
+    """The interface, its components (split by coefficient), the GDSW functions' pieces and one
+    oversampling :class:`Region` per touch set with a component of more than one node, largest
+    first (built on the rank that holds the whole matrix)."""
+
+    def __init__(self, A: sp.csr_matrix, part: np.ndarray, bs: int, split_ratio: float,
+                 layers: int, sample: bool):
+        self.n, self.bs = A.shape[0], bs
+        self.gamma, component, keys = interface_components(A, part, bs)
+        self.regions: list[tuple] = []
+        if not len(self.gamma):
+            self.touch_sets = {}
+            return
+        self.pieces = coefficient_pieces(A, self.gamma, component, bs, split_ratio)
+        order = np.argsort(component, kind="stable")
+        self.members = np.split(order, np.cumsum(np.bincount(component))[:-1])
+        self.touch_sets: dict[tuple, list[int]] = {}
+        for c, key in enumerate(keys):
+            self.touch_sets.setdefault(tuple(key), []).append(c)
+        if not sample:
+            return
+        G = abs(node_matrix(A, bs)).tocsr()  # the graph: a signed matrix's rows can sum to <= 0
+        G.eliminate_zeros()
+        node_part = part[::bs]
+        by_part = np.argsort(node_part, kind="stable")
+        part_nodes = np.split(by_part, np.cumsum(np.bincount(node_part))[:-1])
+        for t, (touch, comps) in enumerate(self.touch_sets.items()):
+            sampled = [c for c in comps if len(self.members[c]) > 1]
+            if sampled:
+                inside, boundary = _region(G, part_nodes, touch, layers)
+                self.regions.append((t, node_dofs(inside, bs), node_dofs(boundary, bs), sampled))
+        self.regions.sort(key=lambda r: -len(r[1]))
+
+    def region(self, A: sp.csr_matrix, scale: np.ndarray, k: int) -> Region:
+        """The ``k``-th region's :class:`Region` (its rows of ``A``)."""
+        t, O, B, sampled = self.regions[k]
+        A_O = A[O]
+        return Region(t, A_O[:, O].tocsr(), A_O[:, B].tocsr(), scale[B],
+                      [np.searchsorted(O, self.dofs(c)) for c in sampled])
+
+    def components_of(self, k: int) -> list[int]:
+        """The components the ``k``-th region samples."""
+        return self.regions[k][3]
+
+    def dofs(self, c: int) -> np.ndarray:
+        return node_dofs(self.gamma[self.members[c]], self.bs)  # sorted: gamma and members are
+
+    def basis(self, A: sp.csr_matrix, part: np.ndarray, Z, traces: dict):
+        r""":math:`\Phi` from GDSW's functions of each coefficient piece and the sampled traces
+        (``traces``: component -> columns on its dofs), extended energy-minimally, and a
+        summary."""
+        if not len(self.gamma):
+            return sp.csr_matrix((self.n, 0)), {"components": 0, "n0": 0, "enriched": 0}
+        blocks, enriched = [], 0
+        for comps in self.touch_sets.values():
+            for c in comps:
+                nodes, dofs = self.gamma[self.members[c]], self.dofs(c)
+                V = []
+                for p in np.unique(self.pieces[self.members[c]]):  # GDSW's, per piece
+                    mine = nodes[self.pieces[self.members[c]] == p]
+                    piece, W = group_columns(mine, np.ones(len(mine)), Z, self.bs)
+                    V.append(np.zeros((len(dofs), W.shape[1])))
+                    V[-1][np.searchsorted(dofs, piece)] = orthonormal_columns(W)
+                if c in traces:
+                    V.append(traces[c])
+                    enriched += traces[c].shape[1]
+                blocks.append((dofs, orthonormal_columns(np.hstack(V))))
+        Phi_gamma = block_columns(self.n, blocks)
+        Phi = energy_minimal_extension(A, part, node_dofs(self.gamma, self.bs), Phi_gamma)
+        return Phi, {"components": sum(map(len, self.touch_sets.values())),
+                     "n0": Phi_gamma.shape[1], "enriched": enriched,
+                     "regions": len(self.regions)}
+
+
+def _scale(A: sp.csr_matrix) -> np.ndarray:
+    return 1.0 / np.sqrt(np.abs(A.diagonal()))
 
 
 def harmonic_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
                    block_size: int = 1, split_ratio: float = 100.0, samples: int = 30,
                    layers: int = 2, tol: float = 0.1, seed: int = 0):
     r""":math:`\Phi` of the harmonic coarse space (scipy, serial; see the module docstring) and a
-    summary: components, columns, and how many came from the sampled traces."""
+    summary: components, columns, how many came from the sampled traces, and the regions."""
     A = sp.csr_matrix(A)
-    n, bs = A.shape[0], block_size
-    gamma, component, keys = interface_components(A, part, bs)
-    if not len(gamma):
-        return sp.csr_matrix((n, 0)), {"components": 0, "n0": 0, "enriched": 0}
-    pieces = coefficient_pieces(A, gamma, component, bs, split_ratio)
-    G = abs(node_matrix(A, bs))  # the graph: a signed scalar matrix's rows can sum to <= 0
-    node_part = part[::bs]
-    rng = np.random.default_rng(seed)
-    scale = 1.0 / np.sqrt(np.abs(A.diagonal()))
-    order = np.argsort(component, kind="stable")
-    members = np.split(order, np.cumsum(np.bincount(component))[:-1])
-    by_touch: dict[tuple, list[int]] = {}
-    for c, key in enumerate(keys):
-        by_touch.setdefault(tuple(key), []).append(c)
-    blocks, enriched = [], 0
-    for touch, comps in by_touch.items():
-        sampled = [c for c in comps if len(members[c]) > 1] if samples else []
-        if sampled:
-            O, U = _sampled_traces(A, scale, G, node_part, list(touch), bs, layers, samples,
-                                   rng)
-        for c in comps:
-            nodes = gamma[members[c]]
-            dofs = node_dofs(nodes, bs)  # sorted: gamma and members are
-            V = []
-            for p in np.unique(pieces[members[c]]):  # GDSW's functions of each piece
-                mine = nodes[pieces[members[c]] == p]
-                piece, W = group_columns(mine, np.ones(len(mine)), Z, bs)
-                V.append(np.zeros((len(dofs), W.shape[1])))
-                V[-1][np.searchsorted(dofs, piece)] = orthonormal_columns(W)
-            if c in sampled:
-                E = dominant_traces(U[np.searchsorted(O, dofs)], A[dofs][:, dofs].toarray(), tol)
-                V.append(E)
-                enriched += E.shape[1]
-            blocks.append((dofs, orthonormal_columns(np.hstack(V))))
-    Phi_gamma = block_columns(n, blocks)
-    Phi = energy_minimal_extension(A, part, node_dofs(gamma, bs), Phi_gamma)
-    return Phi, {"components": len(keys), "n0": Phi_gamma.shape[1], "enriched": enriched}
+    plan = _Plan(A, part, block_size, split_ratio, layers, samples > 0)
+    scale, traces = _scale(A), {}
+    for k in range(len(plan.regions)):
+        traces.update(zip(plan.components_of(k),
+                          region_traces(plan.region(A, scale, k), samples, tol, seed)))
+    return plan.basis(A, part, Z, traces)
+
+
+def _sampled_over_ranks(mpi, plan: _Plan | None, A, samples: int, tol: float, seed: int):
+    """The traces of every region (component -> columns) on rank 0, the regions dealt out to
+    the ranks in rounds of one each (largest first; collective; an error on any rank is raised
+    on every rank after the last round, so no rank is left waiting)."""
+    rank, size = mpi.Get_rank(), mpi.Get_size()
+    count = mpi.bcast(len(plan.regions) if rank == 0 else None, root=0)
+    scale = _scale(A) if rank == 0 else None
+    traces, errors = {}, []
+    for first in range(0, count, size):
+        batch = range(first, min(first + size, count))
+        work = [plan.region(A, scale, k) for k in batch] + [None] * (size - len(batch)) \
+            if rank == 0 else None
+        region, result = mpi.scatter(work, root=0), None
+        if region is not None:
+            try:
+                result = region_traces(region, samples, tol, seed)
+            except (ValueError, RuntimeError) as e:  # PETSc.Error is a RuntimeError
+                result = str(e)
+            del region
+        results = mpi.gather(result, root=0)
+        if rank == 0:
+            for k, r in zip(batch, results):
+                if isinstance(r, str):
+                    errors.append(r)
+                else:
+                    traces.update(zip(plan.components_of(k), r))
+    error = mpi.bcast(errors[0] if errors else None, root=0)
+    if error is not None:
+        raise ValueError(error)
+    return traces
 
 
 def _positive(value, option: str, kind=int, low=1):
@@ -178,6 +287,23 @@ class Harmonic(GDSW):
     def build(self, A, part, Z, block_size):
         return harmonic_basis(A, part, Z, block_size, self.split_ratio, self.samples,
                               self.layers, self.tol)
+
+    def build_collective(self, mpi, A, part, Z, block_size):
+        """:func:`harmonic_basis` with the regions sampled on every rank
+        (:func:`_sampled_over_ranks`); ``(Phi, info)`` on rank 0."""
+        plan, error = None, None
+        if mpi.Get_rank() == 0:
+            try:
+                A = sp.csr_matrix(A)
+                plan = _Plan(A, part, block_size, self.split_ratio, self.layers,
+                             self.samples > 0)
+            except ValueError as e:
+                error = str(e)
+        error = mpi.bcast(error, root=0)
+        if error is not None:
+            raise ValueError(error)
+        traces = _sampled_over_ranks(mpi, plan, A, self.samples, self.tol, seed=0)
+        return plan.basis(A, part, Z, traces) if mpi.Get_rank() == 0 else (None, None)
 
     def describe(self) -> dict:
         return {**super().describe(), "samples": self.samples, "layers": self.layers,

@@ -146,24 +146,24 @@ def energy_minimal_extension(A: sp.csr_matrix, part: np.ndarray, interface: np.n
                          shape=Phi_gamma.shape)
 
 
-def on_rank0(inp: CoarseInput, build, what: str) -> tuple[CoarseVectors, dict]:
-    """Run ``build(A, part, Z, block_size) -> (Phi, info)`` on rank 0 with the gathered matrix,
-    the parts (:meth:`~ddlearn.decomposition.subdomains.Subdomains.gather_part`) and the
-    gathered near-null space (``None``: constants), and give every rank its rows of
-    :math:`\\Phi` and ``info`` (collective; an error on rank 0 is raised everywhere)."""
+def on_rank0(inp: CoarseInput, space: "InterfaceCoarseSpace") -> tuple[CoarseVectors, dict]:
+    """Run ``space.build_collective(comm, A, part, Z, block_size) -> (Phi, info)`` on every rank,
+    with the gathered matrix, the parts
+    (:meth:`~ddlearn.decomposition.subdomains.Subdomains.gather_part`) and the gathered
+    near-null space (``None``: constants) on rank 0 (``None`` elsewhere), and give every rank its
+    rows of :math:`\\Phi` and ``info`` (collective; an error on any rank is raised everywhere)."""
     comm = inp.comm
     mpi = comm.tompi4py()
     A0 = gather_matrix(inp.A)
     part = inp.subdomains.gather_part()
     Z = mpi.gather(inp.null_space, root=0)
+    Z = np.concatenate(Z) if mpi.Get_rank() == 0 and inp.null_space is not None else None
     Phi, info, error = None, None, None
-    if mpi.Get_rank() == 0:
-        try:
-            Phi, info = build(A0, part, None if inp.null_space is None else np.concatenate(Z),
-                              inp.block_size)
-        except (ValueError, RuntimeError) as e:
-            error = f"the {what} coarse space cannot be built: {e}"
-    collective_check(comm, mpi.bcast(error, root=0) is None, str(mpi.bcast(error, root=0)))
+    try:
+        Phi, info = space.build_collective(mpi, A0, part, Z, inp.block_size)
+    except (ValueError, RuntimeError) as e:
+        error = f"the {space.name.upper()} coarse space cannot be built: {e}"
+    collective_check(comm, error is None, str(error))
     info = mpi.bcast(info, root=0)
     rows = scatter_rows(comm, Phi, np.asarray(inp.A.getOwnershipRanges()))
     return CoarseVectors.from_rows(rows, inp.A.getOwnershipRange()[0]), info
@@ -171,7 +171,8 @@ def on_rank0(inp: CoarseInput, build, what: str) -> tuple[CoarseVectors, dict]:
 
 class InterfaceCoarseSpace(CoarseSpace):
     """A GDSW-type family: ``build(A, part, Z, block_size) -> (Phi, info)`` run on rank 0 by
-    :func:`on_rank0` (subclasses set ``name`` and ``build``)."""
+    :func:`on_rank0` (subclasses set ``name`` and ``build``; a family whose build spreads work
+    over the ranks overrides :meth:`build_collective`)."""
 
     value_dependent = True
 
@@ -179,6 +180,11 @@ class InterfaceCoarseSpace(CoarseSpace):
     def build(A, part, Z, block_size):  # pragma: no cover - protocol
         raise NotImplementedError
 
+    def build_collective(self, mpi, A, part, Z, block_size):
+        """``(Phi, info)`` on rank 0, ``(None, None)`` elsewhere: :meth:`build` on rank 0,
+        which holds the gathered matrix (``A``, ``part``, ``Z``: ``None`` on other ranks)."""
+        return self.build(A, part, Z, block_size) if mpi.Get_rank() == 0 else (None, None)
+
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
-        out, self.found = on_rank0(inp, self.build, self.name.upper())
+        out, self.found = on_rank0(inp, self)
         return out
