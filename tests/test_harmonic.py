@@ -12,7 +12,7 @@ from petsc4py import PETSc
 from conftest import client_matrix, gathered_csr, load_script, pc_from_options, raised_everywhere
 from ddlearn.classical.coarse.gdsw import gdsw_basis
 from ddlearn.classical.coarse.harmonic import Harmonic, harmonic_basis
-from ddlearn.classical.coarse.interface import node_matrix
+from ddlearn.classical.coarse.interface import extension_galerkin, node_matrix
 from ddlearn.classical.reference import coarse_matrix
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.decomposition.serial_partition import grow_overlap, metis_partition
@@ -84,16 +84,32 @@ def test_contains_gdsw_and_is_reproducible(case, inclusions):
     assert abs(H - H2).max() == 0.0
 
 
-def test_restores_the_iterations_gdsw_loses_to_stiff_inclusions(inclusions):
+@pytest.mark.parametrize("regions", ["part", "touch"])
+def test_restores_the_iterations_gdsw_loses_to_stiff_inclusions(inclusions, regions):
     A, b, Z, part, subs = inclusions
     gdsw = _cg_iterations(A, b, subs, gdsw_basis(A, part, Z, 2, split_ratio=100)[0])
-    harmonic = _cg_iterations(A, b, subs, harmonic_basis(A, part, Z, 2)[0])
+    Phi, info = harmonic_basis(A, part, Z, 2, regions=regions)
+    harmonic = _cg_iterations(A, b, subs, Phi)
     # at contrast 1e6 the sampled traces carry the inclusions' own rigid motions
     assert harmonic <= 0.6 * gdsw, (harmonic, gdsw)
+    # a region per part, or one per touch set (more of them: every edge and vertex too)
+    assert info["regions"] == 32 if regions == "part" else info["regions"] > 32
+
+
+@pytest.mark.parametrize("family", ["gdsw", "harmonic"])
+def test_coarse_matrix_from_the_interface_rows_is_the_galerkin_product(inclusions, family):
+    """An energy-minimal extension is discrete-harmonic inside the parts, so the interface
+    rows of A Phi carry all of Phi^T A Phi."""
+    A, b, Z, part, subs = inclusions
+    build = gdsw_basis if family == "gdsw" else harmonic_basis
+    Phi = build(A, part, Z, 2, split_ratio=100)[0]
+    A0, full = extension_galerkin(A, Phi, part, 2), (Phi.T @ A @ Phi).toarray()
+    assert abs(A0 - A0.T).max() == 0.0
+    assert np.abs(A0.toarray() - full).max() <= 1e-12 * np.abs(full).max()
 
 
 @pytest.mark.parametrize("value,option", [(1.5, "tol"), (0.0, "tol"), (-1, "samples"),
-                                          (-2, "layers")])
+                                          (-2, "layers"), ("faces", "regions")])
 def test_bad_settings_name_their_option(value, option):
     with pytest.raises(ValueError, match=f"-ddlearn_harmonic_{option}"):
         opts = PETSc.Options()

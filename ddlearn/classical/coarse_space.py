@@ -30,7 +30,8 @@ import scipy.sparse as sp
 from petsc4py import PETSc
 
 from ..decomposition.layout import (coarse_basis_matrix, coarse_owners, coarse_ranges,
-                                    set_column_groups)
+                                    distributed_aij, scatter_rows, set_column_groups,
+                                    set_galerkin)
 
 __all__ = ["CoarseInput", "CoarseVectors", "CoarseSpace", "Composite", "coarse_basis",
            "subdomain_columns"]
@@ -82,7 +83,10 @@ class CoarseVectors:
     columns that belong together (one subdomain's) ends and the next begins, ``0`` and ``n0``
     included; ``None``: no groups, each column its own. ``neumann``: the local Neumann
     matrices of this rank's subdomains the vectors were computed from (sorted :math:`I_i`), for
-    a spectral level below (:mod:`~ddlearn.classical.splitting`), or ``None``."""
+    a spectral level below (:mod:`~ddlearn.classical.splitting`), or ``None``. ``galerkin``:
+    :math:`\\Phi^TA\\Phi` (scipy, on rank 0, ``None`` elsewhere) where the coarse space has a
+    cheaper way to it than the general product (:func:`~ddlearn.classical.coarse.interface.
+    extension_galerkin`), or ``None``; a composition of spaces drops it."""
 
     rows: np.ndarray
     cols: np.ndarray
@@ -90,6 +94,7 @@ class CoarseVectors:
     n0: int
     breaks: np.ndarray | None = None
     neumann: list | None = None
+    galerkin: sp.csr_matrix | None = None
 
     @classmethod
     def from_rows(cls, Phi_rows: sp.spmatrix, first_row: int) -> "CoarseVectors":
@@ -243,6 +248,13 @@ def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int = 0,
     Phi = coarse_basis_matrix(comm, inp.A.getLocalSize()[0], vectors.n0, vectors.rows,
                               vectors.cols, vectors.vals, ranges)
     set_column_groups(Phi, vectors.groups)
+    mpi = comm.tompi4py()
+    if mpi.bcast(vectors.galerkin is not None, root=0):
+        # A_0 with the rows where Phi's columns are, as the Galerkin product would give it
+        cols = np.asarray(Phi.getOwnershipRangesColumn(), dtype=np.int64)
+        A0 = distributed_aij(scatter_rows(comm, vectors.galerkin, cols), vectors.n0, cols, comm)
+        set_galerkin(Phi, A0)
+        A0.destroy()
     return Phi
 
 

@@ -35,7 +35,8 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import column_groups, distributed_aij, set_column_groups
+from ..decomposition.layout import (column_groups, distributed_aij, set_column_groups,
+                                    take_galerkin)
 from ..decomposition.timing import Timer
 from .overlapping import available_local_solvers
 from .splitting import attach, send_to_owners
@@ -126,7 +127,9 @@ class CoarseCorrection:
         self.ksp = self._xs = self._ys = self._rows = self.A0 = self._sub = None
         self.symmetric, self.solver, self.tally = True, "", Timer("coarse")
         clock = Timer()
-        self._A0 = A.ptap(Phi)
+        # the coarse space's own A_0 where it has a cheaper way to it, else the product
+        given = take_galerkin(Phi)
+        self._A0, self._product = (given, False) if given is not None else (A.ptap(Phi), True)
         n0 = self._A0.getSize()[0]
         if len(self.ranks) == 1:
             # Only the coarse rank asks for rows, so only it receives the sequential A_0.
@@ -227,6 +230,10 @@ class CoarseCorrection:
         r"""New values of ``A`` (same structure): numeric :math:`\Phi^TA\Phi` into the existing
         matrices and the coarse KSP set up again on them: a numeric refactorisation, or a
         values-only re-setup of a nested method (collective)."""
+        # A_0 handed over with the basis holds for the values the basis was built from: a
+        # coarse space that does so is value-dependent, and the PC rebuilds it instead
+        collective_check(A.getComm(), self._product, "new matrix values for a coarse basis "
+                         "that came with its own coarse matrix: build the basis again")
         clock = Timer()
         A.ptap(self.Phi, result=self._A0)
         if self._rows is not None:

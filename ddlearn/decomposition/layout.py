@@ -16,27 +16,22 @@ from .structured import Decomposition
 
 __all__ = ["Layout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
-           "COLUMN_GROUPS", "gather_rows", "gather_matrix", "scatter_rows"]
+           "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin", "gather_rows",
+           "gather_matrix", "scatter_rows"]
 
 
 def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:
-    """Distributed AIJ matrix from this rank's rows (global column indices), exactly
-    preallocated, with column ownership ``col_ranges`` (one offset per rank, plus the end)."""
+    """Distributed AIJ matrix from this rank's rows (global column indices; a rank may have
+    none), with column ownership ``col_ranges`` (one offset per rank, plus the end); collective
+    (``MatCreateMPIAIJWithArrays``: exact preallocation, assembled)."""
     rows = sp.csr_matrix(rows)
     rows.sort_indices()
     rank = comm.getRank()
     clo, chi = int(col_ranges[rank]), int(col_ranges[rank + 1])
-    cols = rows.indices
-    in_diag = (cols >= clo) & (cols < chi)
-    row_of = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
-    d_nnz = np.bincount(row_of[in_diag], minlength=rows.shape[0]).astype(PETSc.IntType)
-    o_nnz = (np.diff(rows.indptr) - d_nnz).astype(PETSc.IntType)
-    M = PETSc.Mat().createAIJ(((rows.shape[0], None), (chi - clo, ncols)),
-                              nnz=(d_nnz, o_nnz), comm=comm)
-    M.setValuesCSR(rows.indptr.astype(PETSc.IntType), rows.indices.astype(PETSc.IntType),
-                   rows.data)
-    M.assemble()
-    return M
+    return PETSc.Mat().createAIJ(((rows.shape[0], None), (chi - clo, ncols)),
+                                 csr=(rows.indptr.astype(PETSc.IntType),
+                                      rows.indices.astype(PETSc.IntType), rows.data),
+                                 comm=comm)
 
 
 def sequential_aij(S: sp.spmatrix) -> PETSc.Mat:
@@ -122,6 +117,23 @@ def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
 
 
 COLUMN_GROUPS = "ddlearn_column_groups"
+GALERKIN = "ddlearn_galerkin"
+
+
+def set_galerkin(Phi: PETSc.Mat, A0: PETSc.Mat) -> None:
+    r"""Attach to the coarse basis ``Phi`` its coarse matrix :math:`A_0 = \Phi^TA\Phi`,
+    computed by the coarse space (rows where ``Phi``'s columns are), for the Galerkin
+    correction to take instead of a product of its own."""
+    Phi.compose(GALERKIN, A0)
+
+
+def take_galerkin(Phi: PETSc.Mat) -> PETSc.Mat | None:
+    """The coarse matrix :func:`set_galerkin` attached to ``Phi``, detached (``None``: none):
+    it belongs to the values ``Phi`` was built from, so it serves one set-up."""
+    A0 = Phi.query(GALERKIN)
+    if A0 is not None:
+        Phi.compose(GALERKIN, None)
+    return A0
 
 
 def set_column_groups(M: PETSc.Mat, breaks) -> None:
