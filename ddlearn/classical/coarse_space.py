@@ -85,8 +85,9 @@ class CoarseVectors:
     matrices of this rank's subdomains the vectors were computed from (sorted :math:`I_i`), for
     a spectral level below (:mod:`~ddlearn.classical.splitting`), or ``None``. ``galerkin``:
     :math:`\\Phi^TA\\Phi` (scipy, on rank 0, ``None`` elsewhere) where the coarse space has a
-    cheaper way to it than the general product (:func:`~ddlearn.classical.coarse.interface.
-    extension_galerkin`), or ``None``; a composition of spaces drops it."""
+    cheaper way to it than the general product
+    (:func:`~ddlearn.classical.coarse.interface.extension_galerkin`), or ``None``; a
+    composition of spaces drops it."""
 
     rows: np.ndarray
     cols: np.ndarray
