@@ -27,7 +27,7 @@ the 2 x 2 x 2 Gauss points (``intorder`` 3); 9³ cells per subdomain, N = 8, 64,
 72³ cells: 19 494, 147 852, 1 151 064 unknowns); the rigid-body modes as near-null space, the
 coordinates attached, b = the load. Each rank assembles only the elements touching its own rows
 (examples/elasticity.py ``assemble_rows``). Its methods (default ``gdsw``, ``spectral-aux``,
-``gamg-tuned``, ``gamg``): ``spectral-aux`` is the spectral space on the client's own
+``gamg-tuned``, ``gamg-sor``, ``gamg``): ``spectral-aux`` is the spectral space on the client's own
 subdomains (the N boxes of 9³ cells by recursive coordinate bisection plus one layer of
 elements) with their Neumann matrices (``set_subdomains`` / ``set_auxiliary_matrices``,
 examples/elasticity.py ``auxiliary``), the eigenvectors of λ < 0.1, at most 32 per subdomain
@@ -41,7 +41,8 @@ subdomain),
 ``learned`` (the shipped model); each two-level one also as ``<name>/dist`` (the coarse problem
 on all ranks, ``-ddlearn_coarse_ranks``) and ``<name>/3level`` (the coarse problem solved by
 ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third level). PETSc:
-``asm`` (one block per rank), ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01), ``mg+gdsw``,
+``asm`` (one block per rank), ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01),
+``gamg-sor`` (threshold 0.01, SSOR smoothing), ``mg+gdsw``,
 ``cholesky`` (nested dissection on one rank, up to ``--direct-max`` unknowns).
 
 Recorded per run: iterations, set-up and solve time (slowest rank, barriers around each), the
@@ -87,7 +88,7 @@ ELASTICITY = {"series": (9, (2, 4, 8)), "quick": (2, (2, 3))}
 #: the elasticity problem of examples/elasticity.py at every size
 ELASTICITY_PROBLEM = {"dim": 3, "element": "q1", "contrast": CASES["elasticity"], "seed": 0,
                       "intorder": 3}
-ELASTICITY_METHODS = ["gdsw", "spectral-aux", "gamg-tuned", "gamg"]
+ELASTICITY_METHODS = ["gdsw", "spectral-aux", "gamg-tuned", "gamg-sor", "gamg"]
 #: spectral space on the client's subdomains with their Neumann matrices: lambda < 0.1
 AUX = {"spectral-aux": {"ddlearn_coarse_space": "spectral", "ddlearn_spectral_nev": "32",
                         "ddlearn_spectral_threshold": "0.1"}}
@@ -111,10 +112,11 @@ COARSE_SOLVE = {
 COARSE_OVERLAP = 0
 DDLEARN = [name + solve for name in COARSE for solve in COARSE_SOLVE
            if not (name == "one-level" and solve)]
-PETSC = ["asm", "gamg", "gamg-tuned", "mg+gdsw", "cholesky"]
+PETSC = ["asm", "gamg", "gamg-tuned", "gamg-sor", "mg+gdsw", "cholesky"]
 METHODS = DDLEARN + list(AUX) + PETSC
 DEFAULT_METHODS = ["one-level", "hats", "nicolaides", "spectral", "spectral/dist",
-                   "spectral/3level", "learned", "asm", "gamg", "gamg-tuned", "cholesky"]
+                   "spectral/3level", "learned", "asm", "gamg", "gamg-tuned", "gamg-sor",
+                   "cholesky"]
 
 
 def build(case: str, dim: int, n: int, comm=PETSc.COMM_WORLD):
