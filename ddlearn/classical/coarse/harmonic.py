@@ -25,9 +25,10 @@ Per interface component :math:`c` (:mod:`.interface`, split by coefficient as GD
   a component gets the traces of each of its parts' regions; or one per *touch set*, the nodes
   of the parts :math:`c` touches grown by ``layers`` layers. One sparse factorisation per
   region: :math:`N` per-part regions against one per face, edge and vertex of the
-  decomposition, each of up to eight parts (measured: 3D elasticity, 147 852 unknowns,
-  N = 64, 2 ranks: 64 part regions, basis 20 s, 70 CG iterations; 279 touch-set regions,
-  basis 64 s, 82 iterations; GDSW 3.3 s, 159 iterations);
+  decomposition, each of up to eight parts (measured by ``benchmarks/scaling.py``, 3D
+  elasticity, 147 852 unknowns, N = 64, 2 ranks: part regions, basis 21.6 s, 70 CG
+  iterations; touch-set regions, then factored serially on rank 0, 151 s, 88 iterations;
+  GDSW 6.4 s, 159 iterations);
 - ``samples`` random Dirichlet data :math:`g \sim \mathcal N(0, \mathrm{diag}(A)^{-1})` on
   :math:`\partial\omega` (the randomised range finder of Buhr & Smetana), traces
   :math:`Y = T_c G`, side by side over the regions that hold :math:`c`;
