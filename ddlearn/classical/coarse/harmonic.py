@@ -43,10 +43,10 @@ fixed once built, so the preconditioner is a fixed SPD map for CG.
 Where the work is done: the interface, its components and the regions are found on rank 0 from
 the gathered matrix (as GDSW's); the regions, one sparse factorisation each and the bulk of the
 set-up, are spread over the ranks in rounds (each rank is sent a region's rows of the matrix,
-factors it, samples it and returns the traces); rank 0 compresses them, assembles :math:`\Phi_\Gamma` and
-extends it. Each region draws its random data from its own stream, seeded by ``seed`` and the
-region's index, so the same matrix and parts give the same :math:`\Phi` on any number of
-ranks.
+factors it, samples it and returns the traces); rank 0 compresses them, assembles
+:math:`\Phi_\Gamma` and extends it. Each region draws its random data from its own stream,
+seeded by ``seed`` and the region's index, so the same matrix and parts give the same
+:math:`\Phi` on any number of ranks.
 """
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from mpi4py import MPI
 
 from ...decomposition.subdomains import node_dofs
 from ..overlapping import SparseSolver
@@ -218,27 +219,28 @@ class _Plan:
                      "regions": len(self.regions)}
 
 
-def _scale(A: sp.csr_matrix) -> np.ndarray:
-    return 1.0 / np.sqrt(np.abs(A.diagonal()))
-
-
-def _collect(traces: dict, components, found) -> None:
-    for c, Y in zip(components, found):
-        traces.setdefault(c, []).append(Y)
-
-
-def harmonic_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
+def harmonic_basis(A: sp.csr_matrix | None, part: np.ndarray | None, Z: np.ndarray | None = None,
                    block_size: int = 1, split_ratio: float = 100.0, samples: int = 30,
-                   layers: int = 3, tol: float = 0.1, seed: int = 0, regions: str = "part"):
-    r""":math:`\Phi` of the harmonic coarse space (scipy, serial; see the module docstring) and a
-    summary: components, columns, how many came from the sampled traces, and the regions."""
-    A = sp.csr_matrix(A)
-    plan = _Plan(A, part, block_size, split_ratio, layers, samples > 0, regions)
-    scale, traces = _scale(A), {}
-    for k in range(len(plan.regions)):
-        _collect(traces, plan.components_of(k),
-                 region_traces(plan.region(A, scale, k), samples, seed))
-    return plan.basis(A, part, Z, traces, tol)
+                   layers: int = 3, tol: float = 0.1, seed: int = 0, regions: str = "part",
+                   mpi=None):
+    r""":math:`\Phi` of the harmonic coarse space (scipy; see the module docstring) and a
+    summary: components, columns, how many came from the sampled traces, and the regions.
+    ``mpi``: the communicator whose ranks sample the regions (collective; default this process
+    alone); ``A``, ``part`` and ``Z`` are read on its rank 0, which gets the result
+    (``(None, None)`` elsewhere)."""
+    mpi = MPI.COMM_SELF if mpi is None else mpi
+    plan, error = None, None
+    if mpi.Get_rank() == 0:
+        try:
+            A = sp.csr_matrix(A)
+            plan = _Plan(A, part, block_size, split_ratio, layers, samples > 0, regions)
+        except ValueError as e:
+            error = str(e)
+    error = mpi.bcast(error, root=0)
+    if error is not None:
+        raise ValueError(error)
+    traces = _sampled_over_ranks(mpi, plan, A, samples, seed)
+    return plan.basis(A, part, Z, traces, tol) if mpi.Get_rank() == 0 else (None, None)
 
 
 def _sampled_over_ranks(mpi, plan: _Plan | None, A, samples: int, seed: int) -> dict:
@@ -247,7 +249,7 @@ def _sampled_over_ranks(mpi, plan: _Plan | None, A, samples: int, seed: int) -> 
     raised on every rank after the last round, so no rank is left waiting)."""
     rank, size = mpi.Get_rank(), mpi.Get_size()
     count = mpi.bcast(len(plan.regions) if rank == 0 else None, root=0)
-    scale = _scale(A) if rank == 0 else None
+    scale = 1.0 / np.sqrt(np.abs(A.diagonal())) if rank == 0 else None
     traces, errors = {}, []
     for first in range(0, count, size):
         batch = range(first, min(first + size, count))
@@ -265,8 +267,9 @@ def _sampled_over_ranks(mpi, plan: _Plan | None, A, samples: int, seed: int) -> 
             for k, r in zip(batch, results):
                 if isinstance(r, str):
                     errors.append(r)
-                else:
-                    _collect(traces, plan.components_of(k), r)
+                    continue
+                for c, Y in zip(plan.components_of(k), r):
+                    traces.setdefault(c, []).append(Y)
     error = mpi.bcast(errors[0] if errors else None, root=0)
     if error is not None:
         raise ValueError(error)
@@ -324,21 +327,10 @@ class Harmonic(GDSW):
                               self.layers, self.tol, regions=self.regions)
 
     def build_collective(self, mpi, A, part, Z, block_size):
-        """:func:`harmonic_basis` with the regions sampled on every rank
-        (:func:`_sampled_over_ranks`); ``(Phi, info)`` on rank 0."""
-        plan, error = None, None
-        if mpi.Get_rank() == 0:
-            try:
-                A = sp.csr_matrix(A)
-                plan = _Plan(A, part, block_size, self.split_ratio, self.layers,
-                             self.samples > 0, self.regions)
-            except ValueError as e:
-                error = str(e)
-        error = mpi.bcast(error, root=0)
-        if error is not None:
-            raise ValueError(error)
-        traces = _sampled_over_ranks(mpi, plan, A, self.samples, seed=0)
-        return plan.basis(A, part, Z, traces, self.tol) if mpi.Get_rank() == 0 else (None, None)
+        """:func:`harmonic_basis` with the regions sampled on every rank; ``(Phi, info)`` on
+        rank 0."""
+        return harmonic_basis(A, part, Z, block_size, self.split_ratio, self.samples,
+                              self.layers, self.tol, regions=self.regions, mpi=mpi)
 
     def describe(self) -> dict:
         return {**super().describe(), "samples": self.samples, "layers": self.layers,

@@ -28,8 +28,8 @@ from ...decomposition.subdomains import node_dofs
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ..overlapping import SparseSolver
 
-__all__ = ["node_matrix", "interface_nodes", "interface_components", "extension_galerkin", "coefficient_pieces", "checked_split_ratio",
-           "node_stiffness", "touch_sets",
+__all__ = ["node_matrix", "interface_nodes", "interface_components", "extension_galerkin",
+           "coefficient_pieces", "checked_split_ratio", "node_stiffness", "touch_sets",
            "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
 
 
