@@ -32,6 +32,23 @@ U for LU, L for Cholesky) and the relative residual of the solve check the three
 other. The ratio ``cholmod / petsc lu`` is of set-up + one solve. Writes
 ``local_factorisation.json``.
 
+*Shared symbolic factorisation* (:mod:`ddlearn.classical.shared_factor`), per diffusion block:
+the spectral coarse space factors :math:`M_i = A_i^N + \varepsilon\,\mathrm{diag}A_i^N` (the
+algebraic Neumann matrix of the block inside its grid, regularised as
+:func:`~ddlearn.classical.neumann.regularised_pencil` does) and the one-level part
+:math:`A_i`, both by CHOLMOD. *Separate* (the path with ``-ddlearn_spectral_share_factor 0``):
+two new KSPs, each ordering and factoring its own matrix; *shared*: the block of a sequential
+PCASM (one subdomain, the whole block) given :math:`M_i`'s values and factored
+(``LocalBlocks.factored``, its check of the pattern included), then :math:`A_i`'s back and
+refactored by ``factor_blocks``, numerically only. Both paths' factors solve their matrix to the
+residual reported.
+
+*In the PC*: the set-up of ``TwoLevelSchwarzPC`` with the spectral space (8 vectors per
+subdomain, SLEPc) on ``random_inclusions3d`` (contrast 1e6, seed 0), one rank, box
+subdomains, ``share_factor`` on and off interleaved (``--repeats`` each, medians): its split
+(basis = Neumann matrices and eigensolves; local = PCASM set-up and local factorisations), the
+symbolic factorisations counted by PETSc's log, and CG's iterations to 1e-8 (b = 1).
+
 Times are of one shared machine (the BLAS it runs on is recorded: CHOLMOD's supernodes call
 it); read ratios of one run rather than seconds.
 """
@@ -46,12 +63,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import petsc4py  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
 
 petsc4py.init([])
 from petsc4py import PETSc  # noqa: E402
 
+from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
+from ddlearn.classical.neumann import regularised_pencil  # noqa: E402
+from ddlearn.classical.overlapping import asm_pc, factor_blocks  # noqa: E402
+from ddlearn.classical.shared_factor import LocalBlocks  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
+from ddlearn.pc import two_level  # noqa: E402
 
 #: the solvers: (PC type, factorisation package)
 SOLVERS = {"petsc lu": ("lu", "petsc"), "petsc cholesky": ("cholesky", "petsc"),
@@ -59,6 +82,9 @@ SOLVERS = {"petsc lu": ("lu", "petsc"), "petsc cholesky": ("cholesky", "petsc"),
 #: nodes per side of the blocks, overlap included (s + 2 for a box of s^3 nodes)
 SIZES = {"diffusion": (18, 26, 34), "elasticity": (12, 18, 24)}
 QUICK = {"diffusion": (10,), "elasticity": (6,)}
+#: the PC section: (grid points per side, subdomains)
+PC_CASES = ((32, 8), (48, 8), (48, 27))
+PC_QUICK = ((12, 8),)
 CONTRAST, SEED = 1e6, 0
 #: the PETSc log events of a set-up's phases, by factorisation type
 EVENTS = {"ordering": ("MatGetOrdering",),
@@ -66,15 +92,33 @@ EVENTS = {"ordering": ("MatGetOrdering",),
           "numeric": ("MatLUFactorNum", "MatCholFctrNum")}
 
 
-def diffusion_block(m: int):
-    """The ``m^3`` inner points of the 7-point ``random_inclusions3d`` operator on ``m + 2``
-    interior points per side: ``A[idx, idx]``, natural (x fastest) ordering."""
+def _inner_rows(m: int):
+    """The ``random_inclusions3d`` problem on ``m + 2`` interior points per side and its
+    ``m^3`` inner points' rows (natural, x fastest)."""
     n = m + 2
     problem = make_problem("random_inclusions3d", n, contrast=CONTRAST, seed=SEED)
     r = np.arange(1, m + 1)
     iz, iy, ix = np.meshgrid(r, r, r, indexing="ij")
     idx = (iz * n * n + iy * n + ix).ravel()
-    return problem.rows(idx)[:, idx].tocsr(), 1
+    return problem.rows(idx).tocsr(), idx
+
+
+def diffusion_block(m: int):
+    """The ``m^3`` inner points of the 7-point ``random_inclusions3d`` operator on ``m + 2``
+    interior points per side: ``A[idx, idx]``, natural (x fastest) ordering."""
+    rows, idx = _inner_rows(m)
+    return rows[:, idx].tocsr(), 1
+
+
+def neumann_pencil_matrix(m: int):
+    r"""``(A_i, M_i)`` of the diffusion block: :math:`M_i = A_i^N + \varepsilon\,\mathrm{diag}
+    A_i^N`, :math:`A_i^N = A_i - \mathrm{diag}(\sum_{j \notin I}|a_{kj}|)` (the algebraic
+    Neumann matrix)."""
+    rows, idx = _inner_rows(m)
+    A = rows[:, idx].tocsr()
+    leaving = np.asarray(abs(rows).sum(axis=1)).ravel() - np.asarray(abs(A).sum(axis=1)).ravel()
+    _, M = regularised_pencil((A - sp.diags(leaving)).tocsr(), np.ones(A.shape[0]), A)
+    return A, M
 
 
 def elasticity_block(m: int):
@@ -165,6 +209,145 @@ def measure(problem: str, m: int, repeats: int) -> list[dict]:
     return rows
 
 
+def _counts() -> dict:
+    return {phase: sum(int(PETSc.Log.Event(name).getPerfInfo()["count"]) for name in names)
+            for phase, names in EVENTS.items()}
+
+
+def _residual(ksp: PETSc.KSP, A: PETSc.Mat, b: PETSc.Vec) -> float:
+    """``||b - A x|| / ||b||`` for ``x`` = the KSP's solve of ``b``."""
+    x, r = b.duplicate(), b.duplicate()
+    ksp.solve(b, x)
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    out = r.norm() / b.norm()
+    x.destroy(), r.destroy()
+    return out
+
+
+class _WholeBlock:
+    """The whole matrix as the one subdomain of a sequential PCASM."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def index_sets(self, overlapping: bool) -> list:
+        return [PETSc.IS().createStride(self.n, comm=PETSc.COMM_SELF)]
+
+
+def _separate(A: PETSc.Mat, M: PETSc.Mat, b: PETSc.Vec) -> dict:
+    """Today's path without sharing: each matrix ordered and factored by its own KSP."""
+    out, kinds = {"setup_s": 0.0}, {}
+    before = _counts()
+    for name, X in (("M", M), ("A", A)):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(X, X)
+        ksp.setType("preonly")
+        ksp.getPC().setType("cholesky")
+        ksp.getPC().setFactorSolverType("cholmod")
+        t = time.perf_counter()
+        ksp.setUp()
+        out["setup_s"] += time.perf_counter() - t
+        kinds[f"residual_{name}"] = _residual(ksp, X, b)
+        ksp.destroy()
+    after = _counts()
+    return {**out, **kinds, **{f"{k}_count": after[k] - before[k] for k in EVENTS}}
+
+
+def _shared(A: PETSc.Mat, Msp: sp.csr_matrix, b: PETSc.Vec) -> dict:
+    """The shared path: the PCASM block given M's values and factored, then A's, refactored."""
+    whole = _WholeBlock(A.getSize()[0])
+    asm = asm_pc(A, whole, prefix="shared_", solver="cholmod", factor=False)
+    blocks = LocalBlocks(asm)
+    before = _counts()
+    t = time.perf_counter()
+    with blocks.factored(0, Msp) as (Mp, ksp):
+        t_m = time.perf_counter() - t
+        assert Mp is not None, "the block's pattern did not take M"
+        residual_m = _residual(ksp, Mp, b)
+    t = time.perf_counter()
+    factor_blocks(asm, whole, "cholmod")
+    t_a = time.perf_counter() - t
+    after = _counts()
+    residual_a = _residual(asm.getASMSubKSP()[0], A, b)
+    asm.destroy()
+    return {"setup_s": t_m + t_a, "residual_M": residual_m, "residual_A": residual_a,
+            **{f"{k}_count": after[k] - before[k] for k in EVENTS}}
+
+
+def measure_shared(m: int, repeats: int) -> list[dict]:
+    """Separate and shared factorisations of the diffusion block of ``m`` nodes per side."""
+    S, Msp = neumann_pencil_matrix(m)
+    A, M = to_petsc(S, 1), to_petsc(Msp.tocsr(), 1)
+    b = A.createVecLeft()
+    b.setArray(np.random.default_rng(SEED).standard_normal(S.shape[0]))
+    runs = {"separate": [], "shared": []}
+    for _ in range(repeats):
+        runs["separate"].append(_separate(A, M, b))
+        runs["shared"].append(_shared(A, Msp, b))
+    for o in (A, M, b):
+        o.destroy()
+    rows = []
+    for path, rs in runs.items():
+        rows.append({"problem": "diffusion", "m": m, "rows": S.shape[0], "path": path,
+                     "setup_s": statistics.median(r["setup_s"] for r in rs), "runs": rs,
+                     "symbolic_count": rs[0]["symbolic_count"],
+                     "numeric_count": rs[0]["numeric_count"],
+                     "residual": max(max(r["residual_A"], r["residual_M"]) for r in rs)})
+        PETSc.Sys.Print(f"shared: diffusion {m}^3 {path:9s} A_i and M_i set-up "
+                        f"{rows[-1]['setup_s']:.3f} s, symbolic {rows[-1]['symbolic_count']}, "
+                        f"numeric {rows[-1]['numeric_count']}")
+    return rows
+
+
+def measure_pc(n: int, N: int, repeats: int) -> list[dict]:
+    """The spectral two-level PC's set-up with and without the shared factorisation."""
+    problem = make_problem("random_inclusions3d", n, contrast=CONTRAST, seed=SEED)
+    A = problem.matrix()
+    runs = {True: [], False: []}
+    for _ in range(repeats):
+        for share in (True, False):
+            before = _counts()
+            t = time.perf_counter()
+            h = two_level(A, Spectral(8, share_factor=share), subdomains=N,
+                          coordinates=problem.coordinates())
+            setup = time.perf_counter() - t
+            after = _counts()
+            ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+            ksp.setOperators(h.A)
+            ksp.setType("cg")
+            ksp.setTolerances(rtol=1e-8, max_it=1000)
+            ksp.setPC(h.pc)
+            b, x = h.A.createVecs()
+            b.set(1.0)
+            ksp.solve(b, x)
+            timing, meta = h.context.timing, h.context.meta
+            runs[share].append({"setup_s": setup, "basis_s": timing["basis_s"],
+                                "local_s": timing["local_s"], "coarse_s": timing["coarse_s"],
+                                "iterations": ksp.getIterationNumber(),
+                                "reason": int(ksp.getConvergedReason()),
+                                "shared_factorisations":
+                                    meta["spectral"]["shared_factorisations"],
+                                "symbolic_count": after["symbolic"] - before["symbolic"]})
+            for o in (ksp, b, x):
+                o.destroy()
+            h.destroy()
+    rows = []
+    for share, rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs)
+               for k in ("setup_s", "basis_s", "local_s", "coarse_s")}
+        rows.append({"n": n, "N": N, "unknowns": problem.n, "share_factor": share,
+                     "median": med, "runs": rs, "iterations": rs[0]["iterations"],
+                     "converged": all(r["reason"] > 0 for r in rs),
+                     "shared_factorisations": rs[0]["shared_factorisations"],
+                     "symbolic_count": rs[0]["symbolic_count"]})
+        PETSc.Sys.Print(f"pc: inclusions {n}^3 N = {N} share {share!s:5s} set-up "
+                        f"{med['setup_s']:.2f} s (basis {med['basis_s']:.2f}, local "
+                        f"{med['local_s']:.2f}), {rows[-1]['iterations']} CG iterations, "
+                        f"symbolic {rows[-1]['symbolic_count']}")
+    return rows
+
+
 def _blas() -> str:
     """Which system BLAS (``libblas.so.3``, Debian's alternatives) PETSc and CHOLMOD run on:
     CHOLMOD's supernodal kernels call it. (numpy's own OpenBLAS in the process is not it.)"""
@@ -190,7 +373,10 @@ def main(argv: list[str] | None = None):
         files = bench.results(args)
         data = files["local_factorisation"]
         bench.write_readme(args, "Local subdomain factorisations: PETSc LU and Cholesky against "
-                           "CHOLMOD", [("Ratios", ratios(data)), ("Timings", report(data))],
+                           "CHOLMOD", [("Ratios", ratios(data)), ("Timings", report(data)),
+                                       ("Shared symbolic factorisation", shared_report(data)),
+                                       ("Shared symbolic factorisation in the PC",
+                                        pc_report(data))],
                            files, intro=intro(data))
         return data
     if not PETSc.Sys.hasExternalPackage("cholmod"):
@@ -203,7 +389,11 @@ def main(argv: list[str] | None = None):
     PETSc.Log.begin()
     load = os.getloadavg()
     rows = [r for problem, ms in sizes.items() for m in ms for r in measure(problem, m, repeats)]
+    shared = [r for m in sizes["diffusion"] for r in measure_shared(m, repeats)]
+    pc_rows = [r for n, N in (PC_QUICK if args.quick else PC_CASES)
+               for r in measure_pc(n, N, repeats)]
     data = {"threads": os.environ.get("OMP_NUM_THREADS"), "repeats": repeats,
+            "shared_rows": shared, "pc_rows": pc_rows,
             "blas": _blas(), "petsc": ".".join(map(str, PETSc.Sys.getVersion())),
             "load_average_start": load[0], "load_average_end": os.getloadavg()[0],
             "contrast": CONTRAST, "seed": SEED, "rows": rows}
@@ -274,6 +464,57 @@ def report(data) -> str:
                                   "fill", "ordering s", "symbolic s", "numeric s", "set-up s",
                                   "solve ms", "residual"], rows, "llrrrlrrrrrrrr"))
 
+
+
+def shared_report(data) -> str:
+    if not data.get("shared_rows"):
+        return "Not in this run."
+    by = {}
+    for r in data["shared_rows"]:
+        by.setdefault(r["m"], {})[r["path"]] = r
+    rows = [[f"{m}³", p["separate"]["rows"], f"{p['separate']['setup_s']:.3f}",
+             f"{p['shared']['setup_s']:.3f}",
+             f"{p['shared']['setup_s'] / p['separate']['setup_s']:.2f}",
+             f"{p['separate']['symbolic_count']} / {p['shared']['symbolic_count']}",
+             f"{p['separate']['numeric_count']} / {p['shared']['numeric_count']}",
+             f"{max(p['separate']['residual'], p['shared']['residual']):.0e}"]
+            for m, p in by.items()]
+    return ("Per diffusion block: the factorisations of the pencil's right-hand matrix M_i and "
+            "of the Dirichlet block A_i by CHOLMOD, each on its own (separate) or on one "
+            "symbolic factorisation (shared), seconds (medians); symbolic and numeric "
+            "factorisations counted by PETSc's log.\n\n" +
+            bench.markdown_table(["m", "rows", "separate s", "shared s", "shared / separate",
+                                  "symbolic: separate / shared",
+                                  "numeric: separate / shared", "residual"], rows,
+                                 "lrrrrrrr"))
+
+
+def pc_report(data) -> str:
+    if not data.get("pc_rows"):
+        return "Not in this run."
+    by = {}
+    for r in data["pc_rows"]:
+        by.setdefault((r["n"], r["N"]), {})[r["share_factor"]] = r
+    rows = []
+    for (n, N), p in by.items():
+        on, off = p[True], p[False]
+        rows.append([f"{n}³", N, on["unknowns"],
+                     f"{off['median']['setup_s']:.2f}", f"{on['median']['setup_s']:.2f}",
+                     f"{on['median']['setup_s'] / off['median']['setup_s']:.2f}",
+                     f"{off['median']['basis_s'] + off['median']['local_s']:.2f}",
+                     f"{on['median']['basis_s'] + on['median']['local_s']:.2f}",
+                     f"{off['symbolic_count']} / {on['symbolic_count']}",
+                     f"{off['iterations']} / {on['iterations']}",
+                     f"{on['shared_factorisations']} of {N}"])
+    return ("`TwoLevelSchwarzPC`, spectral (8 per subdomain), one rank: set-up seconds "
+            "(medians) with `share_factor` off and on; `basis + local`: the coarse basis "
+            "(Neumann matrices, eigensolves) and the one-level part (PCASM, local "
+            "factorisations), the two the sharing touches; symbolic factorisations (the "
+            "coarse matrix's included) and CG iterations, off / on.\n\n" +
+            bench.markdown_table(["grid", "N", "unknowns", "set-up off s", "set-up on s",
+                                  "on / off", "basis + local off s", "basis + local on s",
+                                  "symbolic off / on", "CG its off / on", "shared"], rows,
+                                 "lrrrrrrrrrr"))
 
 if __name__ == "__main__":
     main()

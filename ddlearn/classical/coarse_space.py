@@ -59,6 +59,11 @@ class CoarseInput:
         ``subdomains.overlapping[i]`` (``PCHPDDMSetAuxiliaryMat``); ``None``: not given.
     block_size : int
         Dofs per node (no subdomain splits a node).
+    local_blocks : LocalBlocks or None
+        The one-level part's blocks :math:`A_i`, extracted and not yet factored, in the order
+        of ``subdomains.overlapping`` (:mod:`~ddlearn.classical.shared_factor`): a space that
+        factors a matrix of a block's pattern shares its symbolic factorisation; ``None``
+        outside the two-level PC's set-up.
     """
 
     A: PETSc.Mat
@@ -68,6 +73,7 @@ class CoarseInput:
     null_space: np.ndarray | None = None
     auxiliary: list | None = None
     block_size: int = 1
+    local_blocks: object | None = None
 
     @property
     def comm(self):

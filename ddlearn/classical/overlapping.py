@@ -393,19 +393,24 @@ def factor_blocks(pc: PETSc.PC, subdomains, solver: str = "auto") -> LocalFactor
 
 
 def asm_pc(A: PETSc.Mat, subdomains, variant: str = "basic", prefix: str = "",
-           solver: str = "auto") -> PETSc.PC:
+           solver: str = "auto", factor: bool = True) -> PETSc.PC:
     """A set-up stand-alone one-level Schwarz PC for ``A`` on ``subdomains`` (exact local
     solves by default, the factorisation ``solver`` of :func:`local_factorisation`, the blocks
     factored and checked by :func:`factor_blocks`), reading options under ``prefix``. A later
     ``setOperators`` + ``setUp`` + :func:`factor_blocks` with new values of the same structure
     refactors the blocks and reuses the rest. What the blocks use is
-    :func:`local_solves_of` the PC."""
+    :func:`local_solves_of` the PC. With ``factor=False`` the blocks are extracted and their
+    factorisation chosen, not run: :func:`factor_blocks` runs it (in between, a coarse space
+    may share it, :mod:`~ddlearn.classical.shared_factor`)."""
     pc = PETSc.PC().create(comm=A.getComm())
     pc.setOptionsPrefix(prefix)
     pc.setOperators(A, A)
     _set_subdomains(pc, subdomains, variant)
     pc.setFromOptions()
     pc.setUp()
+    if not factor:
+        exact_local_solves(pc, solver)
+        return pc
     try:  # factor now, so that set-up time is set-up time
         pc.setAttr(_ATTR, factor_blocks(pc, subdomains, solver))
     except ValueError:

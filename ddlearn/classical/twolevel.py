@@ -26,7 +26,8 @@ from petsc4py import PETSc
 from ..decomposition.timing import Timer
 from .galerkin import CoarseCorrection
 from .neumann import neumann_matrices
-from .overlapping import asm_pc, factor_blocks, local_solves_of
+from .overlapping import asm_pc, factor_blocks
+from .shared_factor import LocalBlocks
 from .splitting import galerkin_splitting
 
 __all__ = ["TwoLevelSchwarz", "matrix_structure", "CORRECTIONS"]
@@ -89,6 +90,9 @@ class TwoLevelSchwarz:
         self.local_solves = None  # what the blocks use, once set up
         self.local = self.coarse = self._structure = self.A = self._neumann = None
         self._prefix, self._setup_s = prefix, {}
+        # (matrix handle, seconds) of a prepare() not yet followed by setUp(); petsc4py hands
+        # out a new Python object for the same Mat, so the handle identifies it
+        self._prepared = None
         self._work = ()
         self._tally, self._applies = Timer("local"), 0
 
@@ -119,22 +123,42 @@ class TwoLevelSchwarz:
         that decides it)."""
         return self._structure is not None and self._structure == matrix_structure(P)
 
-    def setUp(self, pc: PETSc.PC) -> None:
-        _, P = pc.getOperators()
-        if self.same_structure(P):
-            self.update(P)
-        else:
-            self.initialize(pc, P)
-
-    def initialize(self, pc: PETSc.PC, P: PETSc.Mat) -> None:
-        """Build every piece for ``P`` (collective); ``timing`` records the split."""
-        self.reset(pc)
-        self._prefix = (pc.getOptionsPrefix() or "") + self.prefix
+    def prepare(self, pc: PETSc.PC, P: PETSc.Mat | None = None) -> LocalBlocks:
+        """The first half of the set-up for ``P`` (default: the PC's): the one-level PCASM
+        built (*initialize*, another structure) or given the new values (*update*), its
+        blocks extracted and their factorisation chosen but not run, so that a coarse space
+        built next can share it (:mod:`~.shared_factor`); :meth:`setUp` factors them.
+        Collective; returns the blocks."""
+        P = pc.getOperators()[1] if P is None else P
         clock = Timer()
-        self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_",
-                            self.local_solver)
-        self.local_solves = local_solves_of(self.local)
+        if self.same_structure(P):
+            self.local.setOperators(P, P)
+            self.local.setUp()
+        else:
+            self.reset(pc)
+            self._prefix = (pc.getOptionsPrefix() or "") + self.prefix
+            self.local = asm_pc(P, self.subdomains, self.variant, self._prefix + "local_",
+                                self.local_solver, factor=False)
+        self._prepared = (P.handle, clock.lap("local_s"))
+        return LocalBlocks(self.local)
+
+    def setUp(self, pc: PETSc.PC) -> None:
+        """Build every piece for the PC's matrix (collective), or only refactor for new values
+        of the same one; ``timing`` records the split. Runs :meth:`prepare` first unless it
+        ran for this matrix already."""
+        _, P = pc.getOperators()
+        if self._prepared is None or self._prepared[0] != P.handle:
+            self.prepare(pc, P)
+        prepared_s = self._prepared[1]
+        self._prepared = None
+        clock = Timer()
+        try:
+            self.local_solves = factor_blocks(self.local, self.subdomains, self.local_solver)
+        except ValueError:
+            self.reset(pc)  # collective: every rank raised the same error
+            raise
         clock.lap("local_s")
+        clock.seconds["local_s"] += prepared_s  # this rank's whole one-level set-up
         self._setup_s = clock.slowest(P.getComm())
         self._coarse(P)
         self._structure = matrix_structure(P)
@@ -171,17 +195,6 @@ class TwoLevelSchwarz:
             P, self.subdomains, None, "a spectral coarse space on the coarse level (multilevel "
             "GenEO, from this level's Neumann matrices)", prefix=self._prefix)
         return galerkin_splitting(self.Phi, self.subdomains, neumann)
-
-    def update(self, P: PETSc.Mat) -> None:
-        """New values of the same matrix: refactor the local blocks (checked on every rank,
-        :func:`~.overlapping.factor_blocks`) and the coarse matrix."""
-        clock = Timer()
-        self.local.setOperators(P, P)
-        self.local.setUp()
-        self.local_solves = factor_blocks(self.local, self.subdomains, self.local_solver)
-        clock.lap("local_s")
-        self._setup_s = clock.slowest(P.getComm())
-        self._coarse(P)
 
     def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:
         self._apply(x, y, self._timed(self.local.apply))
@@ -262,7 +275,7 @@ class TwoLevelSchwarz:
             self.coarse.destroy()
         for v in self._work:
             v.destroy()
-        self.local = self.coarse = self._structure = self.A = None
+        self.local = self.coarse = self._structure = self.A = self._prepared = None
         self._work = ()
 
 

@@ -184,7 +184,12 @@ class TwoLevelSchwarzPC:
         """The values of ``P`` on the structure of :meth:`initialize` (collective): the coarse
         basis (the first time, and every time for a value-dependent space), then the local
         factorisations and the coarse operator :math:`A_0 = \\Phi^TA\\Phi`
-        (:meth:`TwoLevelSchwarz.setUp`: symbolic the first time, numeric after)."""
+        (:meth:`TwoLevelSchwarz.setUp`: symbolic the first time, numeric after). The local
+        blocks are extracted before the basis, so that a spectral space factors its pencil on
+        their symbolic factorisation (:mod:`~ddlearn.classical.shared_factor`)."""
+        # the local blocks first, extracted and not yet factored: a spectral space shares
+        # their symbolic factorisation (ddlearn.classical.shared_factor)
+        blocks = self.two_level.prepare(pc, P)
         timer = Timer()
         if self._from_level_above and self.Phi is not None:
             # new values above: new pieces attached to the new A_0
@@ -193,7 +198,11 @@ class TwoLevelSchwarzPC:
             self.two_level.set_coarse_basis(None)
             if self.Phi is not None:
                 self.Phi.destroy()
-            self.Phi, neumann = self._basis()
+            self._input.local_blocks = blocks
+            try:
+                self.Phi, neumann = self._basis()
+            finally:
+                self._input.local_blocks = None
             self.two_level.set_coarse_basis(self.Phi, neumann)
         timer.lap("basis_s")
         self._setup_s["basis_s"] += timer.slowest(pc.getComm())["basis_s"]

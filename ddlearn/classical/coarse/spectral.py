@@ -36,7 +36,18 @@ ARPACK with the same factorisation.
 Options (``-<prefix>ddlearn_spectral_``): ``nev k`` (default 8), ``threshold tau`` (default 0:
 all ``nev``), ``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
 {auto,multiplicity,boolean,interior}`` (default auto), ``eigensolver {slepc,scipy}``, ``tol``,
-``warm_start`` (default off) and SLEPc's own under ``eps_``.
+``warm_start`` (default off), ``share_factor`` (default on) and SLEPc's own under ``eps_``.
+
+*Shared factorisation* (``share_factor``): inside the two-level PC the right-hand matrix
+:math:`A_i^N + \varepsilon\,\mathrm{diag}A_i^N` has the pattern of the Dirichlet block
+:math:`A_i` (always with the algebraic Neumann matrix; with a user's when assembled on that
+pattern), so SLEPc's spectral transform solves with the one-level part's own sub-PC, factored
+on that pattern first: one ordering and symbolic factorisation per subdomain instead of two
+(:mod:`ddlearn.classical.shared_factor`), and no second extraction of :math:`A_i`. Not shared
+(each factored on its own, as with the option off): with ``eigensolver scipy``, where an option
+under ``-<prefix>ddlearn_spectral_st_`` configures the spectral transform's own solver, or where
+the one-level part does not factor its blocks (``-<prefix>ddlearn_local_sub_pc_type ilu``).
+``found`` counts the subdomains shared (``shared_factorisations``).
 
 *Warm start* (``warm_start``): a set-up on new values of the same matrix (a loop over
 coefficient fields, time steps) starts each subdomain's eigensolve from the previous set-up's
@@ -99,12 +110,15 @@ class SpectralSettings:
     """``nev`` eigenvectors per subdomain at most; with ``threshold`` > 0 only those with
     :math:`\\lambda < \\tau` among them; the ``pencil``'s right-hand matrix
     (:data:`PENCILS`), the ``partition_of_unity`` (:data:`PARTITIONS_OF_UNITY`); ``tol`` of the
-    eigensolver; ``warm_start``: start from the previous set-up's eigenvectors. A bad value is
+    eigensolver; ``warm_start``: start from the previous set-up's eigenvectors;
+    ``share_factor``: factor the pencil on the local blocks' symbolic factorisation where
+    they are lent (:class:`Spectral`'s module docstring). A bad value is
     refused naming its option under ``prefix`` (the PC's prefix + ``ddlearn_spectral_``)."""
 
     def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
                  tol: float = 1e-10, pencil: str = "dirichlet", partition_of_unity: str = "auto",
-                 warm_start: bool = False, prefix: str = "ddlearn_spectral_"):
+                 warm_start: bool = False, prefix: str = "ddlearn_spectral_",
+                 share_factor: bool = True):
         if int(nev) != nev or nev < 1:
             raise ValueError(f"-{prefix}nev must be a positive integer, got {nev!r}")
         if threshold < 0:
@@ -120,15 +134,17 @@ class SpectralSettings:
         self.nev, self.threshold, self.eigensolver, self.tol = int(nev), threshold, eigensolver, tol
         self.pencil, self.partition_of_unity = pencil, partition_of_unity
         self.warm_start, self.prefix = bool(warm_start), prefix
+        self.share_factor = bool(share_factor)
 
     def with_eigensolver(self, eigensolver: str) -> "SpectralSettings":
         return SpectralSettings(self.nev, self.threshold, eigensolver, self.tol, self.pencil,
-                                self.partition_of_unity, self.warm_start, self.prefix)
+                                self.partition_of_unity, self.warm_start, self.prefix,
+                                self.share_factor)
 
     def describe(self) -> dict:
         return {"nev": self.nev, "threshold": self.threshold, "eigensolver": self.eigensolver,
                 "pencil": self.pencil, "partition_of_unity": self.partition_of_unity,
-                "warm_start": self.warm_start}
+                "warm_start": self.warm_start, "share_factor": self.share_factor}
 
 
 def _start_vectors(start: np.ndarray, nev: int) -> list:
@@ -140,8 +156,12 @@ def _start_vectors(start: np.ndarray, nev: int) -> list:
 
 
 def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
-           start: np.ndarray | None = None):
-    Bp, Mp = sequential_aij(B), sequential_aij(M)
+           start: np.ndarray | None = None, factored: tuple = (None, None)):
+    r"""SLEPc's Krylov--Schur on :math:`Bv = \mu Mv`; ``factored``: ``(Mp, ksp)``, ``M`` as a
+    PETSc matrix and a KSP whose PC has factored it (:mod:`~ddlearn.classical.shared_factor`),
+    for the spectral transform to solve with; ``(None, None)``: ``M`` factored here."""
+    lent, lent_ksp = factored
+    Bp, Mp = sequential_aij(B), lent if lent is not None else sequential_aij(M)
     eps = SLEPc.EPS().create(comm=PETSc.COMM_SELF)
     eps.setOperators(Bp, Mp)
     eps.setProblemType(SLEPc.EPS.ProblemType.GHEP)
@@ -157,6 +177,10 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
         ksp.getPC().setFactorSolverType("cholmod")
     eps.setOptionsPrefix(prefix)  # SLEPc adds eps_: -ddlearn_spectral_eps_max_it, ..._eps_type
     eps.setFromOptions()
+    if lent_ksp is not None:
+        # the same PC object: its factor of Mp is current, so the transform's set-up (the
+        # same operator) factors nothing
+        ksp.setPC(lent_ksp.getPC())
     space = []
     if start is not None:
         for column in _start_vectors(start, nev):
@@ -172,9 +196,18 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
     for k in range(len(mu)):
         mu[k] = eps.getEigenpair(k, vr).real
         V[:, k] = vr.getArray(readonly=True)
-    for o in (eps, Bp, Mp, vr, *space):
+    if lent_ksp is not None:
+        # hand the lent PC back before the EPS goes: SLEPc's reset of its transform resets
+        # the transform's PC (PCReset), which would discard the lent factorisation
+        spare = PETSc.PC().create(comm=PETSc.COMM_SELF)
+        ksp.setPC(spare)
+        spare.destroy()
+    for o in (eps, Bp, vr, *space):
         o.destroy()
-    return mu, V, {"iterations": int(iterations), "warm": start is not None}
+    if lent is None:
+        Mp.destroy()
+    return mu, V, {"iterations": int(iterations), "warm": start is not None,
+                   "shared": lent is not None}
 
 
 def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
@@ -190,23 +223,32 @@ def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
                            v0=np.ones(n) if start is None else _start_vectors(start, nev)[0])
     order = np.argsort(mu)[::-1][:nev]
     # ARPACK's restart count is not exposed: iterations count SLEPc's alone
-    return mu[order], V[:, order], {"iterations": 0, "warm": start is not None and not dense}
+    return mu[order], V[:, order], {"iterations": 0, "warm": start is not None and not dense,
+                                    "shared": False}
 
 
 def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
                        prefix: str = "ddlearn_spectral_", right: sp.csr_matrix | None = None,
-                       start: np.ndarray | None = None, details: dict | None = None):
+                       start: np.ndarray | None = None, details: dict | None = None,
+                       lend=None):
     r"""``(lambda, V)``: the kept eigenpairs of :math:`A^N v = \lambda DA^RD v`
     (:math:`A^R` = ``right``, default :math:`A^N`), smallest first, ``V`` with
     :math:`v^T(A^N+\varepsilon I)v = 1`. SLEPc reads its options with ``prefix``
     (``-{prefix}eps_max_it``, ...). ``start``: vectors (columns, rows as ``AN``'s) to start the
-    eigensolver from (the warm start). ``details``, when given, receives ``iterations``
-    (SLEPc's; 0 for scipy), ``warm`` (whether the solver took ``start``) and ``vectors`` (every
-    computed eigenvector, before the threshold)."""
+    eigensolver from (the warm start). ``lend``: ``M -> context manager`` yielding a factored
+    ``(Mp, ksp)`` for the right-hand matrix ``M`` or ``(None, None)``
+    (:meth:`~ddlearn.classical.shared_factor.LocalBlocks.factored`), used by SLEPc.
+    ``details``, when given, receives ``iterations`` (SLEPc's; 0 for scipy), ``warm`` (whether
+    the solver took ``start``), ``shared`` (whether ``lend`` factored ``M``) and ``vectors``
+    (every computed eigenvector, before the threshold)."""
     B, M = regularised_pencil(AN, D, right)
     nev = min(settings.nev, AN.shape[0])
-    solve = _slepc if settings.eigensolver == "slepc" else _scipy
-    mu, V, info = solve(B, M, nev, settings.tol, prefix, start)
+    if settings.eigensolver == "slepc" and lend is not None:
+        with lend(M) as factored:
+            mu, V, info = _slepc(B, M, nev, settings.tol, prefix, start, factored)
+    else:
+        solve = _slepc if settings.eigensolver == "slepc" else _scipy
+        mu, V, info = solve(B, M, nev, settings.tol, prefix, start)
     if details is not None:
         details.update(info, vectors=V)
     lam = 1.0 / np.maximum(mu, 1e-300)
@@ -217,10 +259,11 @@ def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSetti
 def robust_local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
                               prefix: str = "ddlearn_spectral_",
                               right: sp.csr_matrix | None = None,
-                              start: np.ndarray | None = None, details: dict | None = None):
-    """``(lambda, V, retried)``: :func:`local_eigenvectors`, solved again by scipy's ARPACK
-    (``retried``) when SLEPc fails: SLEPc's Cholesky of a barely indefinite regularised
-    Neumann matrix (P1 on obtuse meshes) can fail where ARPACK's LU does not.
+                              start: np.ndarray | None = None, details: dict | None = None,
+                              lend=None):
+    """``(lambda, V, retried)``: :func:`local_eigenvectors` (``lend`` as there), solved again
+    by scipy's ARPACK (``retried``) when SLEPc fails: SLEPc's Cholesky of a barely indefinite
+    regularised Neumann matrix (P1 on obtuse meshes) can fail where ARPACK's LU does not.
 
     Raises
     ------
@@ -228,7 +271,8 @@ def robust_local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: Spectr
         Naming the failure (both, when SLEPc failed and ARPACK too).
     """
     try:
-        return (*local_eigenvectors(AN, D, settings, prefix, right, start, details), False)
+        return (*local_eigenvectors(AN, D, settings, prefix, right, start, details, lend),
+                False)
     except Exception as e:  # SLEPc reports some failures as SystemError
         if settings.eigensolver != "slepc":
             raise RuntimeError(str(e)) from e
@@ -251,10 +295,11 @@ class Spectral(CoarseSpace):
 
     def __init__(self, nev: int = 8, threshold: float = 0.0, eigensolver: str = "slepc",
                  tol: float = 1e-10, pencil: str = "dirichlet", partition_of_unity: str = "auto",
-                 warm_start: bool = False):
+                 warm_start: bool = False, share_factor: bool = True):
         super().__init__()
         self.settings = SpectralSettings(nev, threshold, eigensolver, tol, pencil,
-                                         partition_of_unity, warm_start)
+                                         partition_of_unity, warm_start,
+                                         share_factor=share_factor)
         self._prefix = "ddlearn_spectral_"
         #: with the warm start: per global subdomain id, (fingerprint, eigenvectors in
         #: sorted-row order) of the last set-up on this rank
@@ -272,7 +317,8 @@ class Spectral(CoarseSpace):
                                          opts.getString("partition_of_unity",
                                                         s.partition_of_unity),
                                          opts.getBool("warm_start", s.warm_start),
-                                         self._prefix)
+                                         self._prefix,
+                                         opts.getBool("share_factor", s.share_factor))
 
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
         r"""The coarse vectors :math:`R_i^TD_iv` (collective). A subdomain whose eigensolve did
@@ -280,7 +326,9 @@ class Spectral(CoarseSpace):
         partial coarse space."""
         comm, s, settings = inp.comm, inp.subdomains, self.settings
         found, problems = {}, []
-        blocks = dirichlet_blocks(inp.A, s)
+        lender = self._lender(inp)
+        blocks = [lender.csr(k) for k in range(len(s.overlapping))] if lender is not None \
+            else dirichlet_blocks(inp.A, s)
         ANs = neumann_matrices(inp.A, s, inp.auxiliary, "the spectral coarse space", blocks,
                                inp.prefix)
         rights = blocks if settings.pencil == "dirichlet" else ANs
@@ -293,7 +341,7 @@ class Spectral(CoarseSpace):
                    "interior": lambda: interior_partition_of_unity(inp.A, s, blocks)}[unity]()
         fallbacks, iterations, previous = 0, 0, {}
         solved = matched = warm = 0
-        for i, I, D, AN, AR in zip(s.ids, s.overlapping, weights, ANs, rights):
+        for k, (i, I, D, AN, AR) in enumerate(zip(s.ids, s.overlapping, weights, ANs, rights)):
             start, key = None, rows_fingerprint(I) if settings.warm_start else None
             if key is not None and key == self._previous.get(int(i), (None,))[0]:
                 matched += 1
@@ -301,8 +349,9 @@ class Spectral(CoarseSpace):
                 start[np.argsort(I)] = self._previous[int(i)][1]  # back to this I's order
             details = {}
             try:
-                lam, V, retried = robust_local_eigenvectors(AN, D, settings, self._prefix, AR,
-                                                            start, details)
+                lam, V, retried = robust_local_eigenvectors(
+                    AN, D, settings, self._prefix, AR, start, details,
+                    None if lender is None else lambda M, k=k: lender.factored(k, M))
             except RuntimeError as e:
                 problems.append(f"subdomain {int(i)}: {e}")
                 continue
@@ -335,6 +384,7 @@ class Spectral(CoarseSpace):
             "auxiliary": inp.auxiliary is not None,
             "partition_of_unity_used": unity,
             "scipy_fallbacks": mpi.allreduce(fallbacks),
+            "shared_factorisations": mpi.allreduce(lender.shared if lender is not None else 0),
             "eps_iterations": mpi.allreduce(iterations)}
         if settings.warm_start:
             had = mpi.allreduce(bool(self._previous), op=MPI.LOR)
@@ -348,6 +398,21 @@ class Spectral(CoarseSpace):
         # kept only with the warm start: nev vectors per subdomain are not free
         self._previous = previous
         return out
+
+    def _lender(self, inp: CoarseInput):
+        """The one-level part's blocks to factor the pencils on
+        (:class:`~ddlearn.classical.shared_factor.LocalBlocks`), or ``None``: not lent, not
+        wanted (``share_factor`` off, the scipy eigensolver, the spectral transform configured
+        from the options), or not this rank's subdomains' blocks."""
+        blocks, s = inp.local_blocks, inp.subdomains
+        if blocks is None or not self.settings.share_factor or \
+                self.settings.eigensolver != "slepc" or len(blocks) != len(s.overlapping):
+            return None
+        if any(k.startswith(f"{self._prefix}st_") for k in PETSc.Options().getAll()):
+            return None
+        if any(blocks.csr(k).shape[0] != len(I) for k, I in enumerate(s.overlapping)):
+            return None
+        return blocks
 
     def describe(self) -> dict:
         return {"name": self.name, **self.settings.describe(), **self.found}
@@ -366,6 +431,9 @@ class Spectral(CoarseSpace):
                            f"{m['largest_kept_lambda']:.3g}"
                            + (f", {m['scipy_fallbacks']} subdomains solved by scipy after SLEPc "
                               f"failed" if m["scipy_fallbacks"] else "")
+                           + (f", {m['shared_factorisations']} pencils factored on the local "
+                              f"blocks' symbolic factorisation" if m["shared_factorisations"]
+                              else "")
                            + (f", {_warm_phrase(m)}" if "warm_start_result" in m else "") + "\n")
 
 

@@ -1,0 +1,143 @@
+"""One symbolic factorisation per subdomain for the spectral pencil and the local solve
+(ddlearn.classical.shared_factor): counted by PETSc's own log events, the same preconditioner
+as with two factorisations, none at all on a values-only re-setup; not shared where the
+options configure the spectral transform's solver or the eigensolver is scipy's; 1 and 2
+ranks."""
+import numpy as np
+import pytest
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from conftest import petsc_options, view_text
+from ddlearn.classical.coarse.spectral import Spectral
+from ddlearn.decomposition.problems import Diffusion2D, make_problem
+from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
+
+COMM = MPI.COMM_WORLD
+N, NEV = 16, 4
+SYMBOLIC = "MatCholFctrSym"  # PETSc's event for a symbolic Cholesky factorisation
+
+
+def _field(n: int, delta: float = 0.0) -> Diffusion2D:
+    p = make_problem("random_channels", n, contrast=1e6, seed=1)
+    t = np.arange(n + 2) / (n + 1)
+    X, Y = np.meshgrid(t, t)
+    return Diffusion2D(n, p.kappa * np.exp(delta * np.sin(3 * X + 1) * np.cos(2 * Y)))
+
+
+def _matrix(problem, A: PETSc.Mat | None = None) -> PETSc.Mat:
+    """``problem`` in natural ordering on PETSc's rows (into ``A``'s values when given: the
+    same object and pattern), coordinates attached."""
+    new = A is None
+    if new:
+        A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
+        A.setUp()
+    lo, hi = A.getOwnershipRange()
+    rows = problem.rows(np.arange(lo, hi)).tocsr()
+    rows.sort_indices()
+    if new:
+        A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
+        A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
+    else:
+        A.setValuesCSR(rows.indptr, rows.indices, rows.data)
+    A.assemble()
+    set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
+    return A
+
+
+def _symbolic() -> int:
+    """Symbolic Cholesky factorisations on this rank so far (PETSc's log)."""
+    return int(PETSc.Log.Event(SYMBOLIC).getPerfInfo()["count"])
+
+
+def _ksp(A: PETSc.Mat, space) -> tuple[PETSc.KSP, int]:
+    """A set-up CG + two-level PC with ``space``, and the symbolic factorisations its set-up
+    ran on this rank."""
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOperators(A)
+    ksp.setType("cg")
+    ksp.setTolerances(rtol=1e-8)
+    pc = ksp.getPC()
+    pc.setType("python")
+    pc.setPythonContext(TwoLevelSchwarzPC(coarse_space=space, subdomains=N))
+    before = _symbolic()
+    ksp.setUp()
+    return ksp, _symbolic() - before
+
+
+def _applied(ksp: PETSc.KSP, x: PETSc.Vec) -> np.ndarray:
+    y = x.duplicate()
+    ksp.getPC().apply(x, y)
+    out = y.getArray().copy()
+    y.destroy()
+    return out
+
+
+def _check_shared(tmp_path):
+    PETSc.Log.begin()
+    A = _matrix(_field(63))
+    shared, unshared = Spectral(nev=NEV), Spectral(nev=NEV, share_factor=False)
+    ksp, symbolic = _ksp(A, shared)
+    ksp_off, symbolic_off = _ksp(A, unshared)
+    mine = len(ksp.getPC().getPythonContext().subdomains.ids)
+
+    # one symbolic factorisation per subdomain saved on every rank; all N shared
+    assert symbolic_off - symbolic == mine, (symbolic, symbolic_off, mine)
+    assert shared.found["shared_factorisations"] == N
+    assert unshared.found["shared_factorisations"] == 0
+    assert shared.describe()["share_factor"] and not unshared.describe()["share_factor"]
+    assert f"{N} pencils factored on the local blocks' symbolic factorisation" in view_text(
+        ksp, tmp_path / "shared.txt")
+
+    # the same preconditioner: the same pencils, eigenvectors to the eigensolver's tolerance
+    x = A.createVecLeft()
+    x.setRandom()
+    y, y_off = _applied(ksp, x), _applied(ksp_off, x)
+    scale = COMM.allreduce(float(np.abs(y_off).max()), op=MPI.MAX)
+    assert COMM.allreduce(float(np.abs(y - y_off).max()), op=MPI.MAX) <= 1e-7 * scale
+
+    # new values, same matrix: the pencils and the blocks refactored numerically only (at
+    # most the coarse matrix, on its one rank, factored anew)
+    _matrix(_field(63, 0.1), A)
+    ksp.setOperators(A)
+    before = _symbolic()
+    ksp.setUp()
+    assert COMM.allreduce(_symbolic() - before) <= 1
+    assert shared.found["shared_factorisations"] == N
+    b = A.createVecLeft()
+    b.set(1.0)
+    u = b.duplicate()
+    ksp.solve(b, u)
+    assert ksp.getConvergedReason() > 0
+    for o in (ksp, ksp_off, A, x, b, u):
+        o.destroy()
+
+
+def test_shared_symbolic_factorisation(tmp_path):
+    _check_shared(tmp_path)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_shared_symbolic_factorisation_distributed(tmp_path):
+    _check_shared(tmp_path)
+
+
+@pytest.mark.parametrize("options,space", [
+    ({"ddlearn_spectral_st_pc_factor_mat_solver_type": "petsc"}, {}),
+    ({}, {"eigensolver": "scipy"}),
+])
+def test_not_shared_where_the_transform_is_configured(options, space):
+    """An option for the spectral transform's own solver, or scipy's eigensolver: each pencil
+    factored on its own, and the preconditioner converges as before."""
+    A = _matrix(_field(31))
+    with petsc_options(options):
+        s = Spectral(nev=3, **space)
+        ksp, _ = _ksp(A, s)
+    assert s.found["shared_factorisations"] == 0
+    b = A.createVecLeft()
+    b.set(1.0)
+    u = b.duplicate()
+    ksp.solve(b, u)
+    assert ksp.getConvergedReason() > 0
+    for o in (ksp, A, b, u):
+        o.destroy()
