@@ -66,6 +66,9 @@ class LocalBlocks:
         if M.shape != A.shape:
             return None
         M = sp.csr_matrix(M)
+        M.sum_duplicates()  # canonical: sorted, unique column indices, as A's
+        if np.array_equal(M.indptr, A.indptr) and np.array_equal(M.indices, A.indices):
+            return M.data.astype(np.float64)
         rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
         values = np.asarray(M[rows, A.indices], dtype=np.float64).ravel()
         rest = M - sp.csr_matrix((values, A.indices, A.indptr), shape=A.shape)
