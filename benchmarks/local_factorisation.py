@@ -482,7 +482,9 @@ def shared_report(data) -> str:
     return ("Per diffusion block: the factorisations of the pencil's right-hand matrix M_i and "
             "of the Dirichlet block A_i by CHOLMOD, each on its own (separate) or on one "
             "symbolic factorisation (shared), seconds (medians); symbolic and numeric "
-            "factorisations counted by PETSc's log.\n\n" +
+            "factorisations counted by PETSc's log; `residual`: the largest ‖b − Xx‖/‖b‖ of "
+            "both paths' solves with X = A_i and X = M_i (M_i, regularised by 1e-9 of its "
+            "diagonal, is nearly singular: its residual is the larger).\n\n" +
             bench.markdown_table(["m", "rows", "separate s", "shared s", "shared / separate",
                                   "symbolic: separate / shared",
                                   "numeric: separate / shared", "residual"], rows,

@@ -141,6 +141,51 @@ def converged_iterations(A, b, prefix: str, pc: str, **ddlearn) -> int:
     return r.iterations
 
 
+def smooth_channels_field(n: int, delta: float = 0.0):
+    """The high-contrast channels field of seed 1 on ``n``², times a smooth factor within
+    ``exp(±delta)`` (a slowly changing coefficient, as in a loop over fields)."""
+    from ddlearn.decomposition.problems import Diffusion2D, make_problem
+    p = make_problem("random_channels", n, contrast=1e6, seed=1)
+    t = np.arange(n + 2) / (n + 1)
+    X, Y = np.meshgrid(t, t)
+    return Diffusion2D(n, p.kappa * np.exp(delta * np.sin(3 * X + 1) * np.cos(2 * Y)))
+
+
+def natural_matrix_of(problem, A=None) -> PETSc.Mat:
+    """``problem`` in natural ordering on PETSc's rows, coordinates attached; with ``A`` (a
+    matrix of the same pattern) its values go into ``A`` in place: the same object and
+    nonzero pattern, a values-only re-setup for a PC."""
+    new = A is None
+    if new:
+        A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
+        A.setUp()
+    lo, hi = A.getOwnershipRange()
+    rows = problem.rows(np.arange(lo, hi)).tocsr()
+    rows.sort_indices()
+    if new:
+        A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
+        A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
+    else:
+        A.setValuesCSR(rows.indptr, rows.indices, rows.data)
+    A.assemble()
+    set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
+    return A
+
+
+def two_level_ksp(A, space, subdomains: int) -> PETSc.KSP:
+    """CG to 1e-8 with ``ddlearn.pc.TwoLevelSchwarzPC`` on ``space`` and ``subdomains``
+    subdomains, not yet set up."""
+    from ddlearn.pc import TwoLevelSchwarzPC
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOperators(A)
+    ksp.setType("cg")
+    ksp.setTolerances(rtol=1e-8)
+    pc = ksp.getPC()
+    pc.setType("python")
+    pc.setPythonContext(TwoLevelSchwarzPC(coarse_space=space, subdomains=subdomains))
+    return ksp
+
+
 def gathered_csr(A) -> sp.csr_matrix:
     """A distributed PETSc matrix as one scipy matrix on every rank (collective)."""
     parts = MPI.COMM_WORLD.allgather(A.getValuesCSR())

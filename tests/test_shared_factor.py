@@ -8,41 +8,14 @@ import pytest
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import petsc_options, view_text
+from conftest import natural_matrix_of as _matrix
+from conftest import petsc_options, two_level_ksp, view_text
+from conftest import smooth_channels_field as _field
 from ddlearn.classical.coarse.spectral import Spectral
-from ddlearn.decomposition.problems import Diffusion2D, make_problem
-from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 
 COMM = MPI.COMM_WORLD
 N, NEV = 16, 4
 SYMBOLIC = "MatCholFctrSym"  # PETSc's event for a symbolic Cholesky factorisation
-
-
-def _field(n: int, delta: float = 0.0) -> Diffusion2D:
-    p = make_problem("random_channels", n, contrast=1e6, seed=1)
-    t = np.arange(n + 2) / (n + 1)
-    X, Y = np.meshgrid(t, t)
-    return Diffusion2D(n, p.kappa * np.exp(delta * np.sin(3 * X + 1) * np.cos(2 * Y)))
-
-
-def _matrix(problem, A: PETSc.Mat | None = None) -> PETSc.Mat:
-    """``problem`` in natural ordering on PETSc's rows (into ``A``'s values when given: the
-    same object and pattern), coordinates attached."""
-    new = A is None
-    if new:
-        A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
-        A.setUp()
-    lo, hi = A.getOwnershipRange()
-    rows = problem.rows(np.arange(lo, hi)).tocsr()
-    rows.sort_indices()
-    if new:
-        A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
-        A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    else:
-        A.setValuesCSR(rows.indptr, rows.indices, rows.data)
-    A.assemble()
-    set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
-    return A
 
 
 def _symbolic() -> int:
@@ -53,13 +26,7 @@ def _symbolic() -> int:
 def _ksp(A: PETSc.Mat, space) -> tuple[PETSc.KSP, int]:
     """A set-up CG + two-level PC with ``space``, and the symbolic factorisations its set-up
     ran on this rank."""
-    ksp = PETSc.KSP().create(comm=A.getComm())
-    ksp.setOperators(A)
-    ksp.setType("cg")
-    ksp.setTolerances(rtol=1e-8)
-    pc = ksp.getPC()
-    pc.setType("python")
-    pc.setPythonContext(TwoLevelSchwarzPC(coarse_space=space, subdomains=N))
+    ksp = two_level_ksp(A, space, N)
     before = _symbolic()
     ksp.setUp()
     return ksp, _symbolic() - before

@@ -7,55 +7,23 @@ import pytest
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import petsc_options, view_text
+from conftest import natural_matrix_of as _matrix
+from conftest import natural_matrix_of, petsc_options, two_level_ksp, view_text
+from conftest import smooth_channels_field as _field
 from ddlearn.classical.coarse import spectral as spectral_module
 from ddlearn.classical.coarse.spectral import Spectral
-from ddlearn.decomposition.problems import Diffusion2D, make_problem
-from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 
 COMM = MPI.COMM_WORLD
 N, NEV = 16, 4
 
 
-def _field(n: int, delta: float):
-    """The high-contrast channels field of seed 1, times a smooth factor within
-    ``exp(±delta)`` (a slowly changing coefficient, as in a loop over fields)."""
-    p = make_problem("random_channels", n, contrast=1e6, seed=1)
-    t = np.arange(n + 2) / (n + 1)
-    X, Y = np.meshgrid(t, t)
-    return Diffusion2D(n, p.kappa * np.exp(delta * np.sin(3 * X + 1) * np.cos(2 * Y)))
-
-
-def _matrix(problem) -> PETSc.Mat:
-    """The problem in natural ordering on PETSc's rows, coordinates attached."""
-    A = PETSc.Mat().createAIJ((problem.n, problem.n), comm=PETSc.COMM_WORLD)
-    A.setUp()
-    lo, hi = A.getOwnershipRange()
-    rows = problem.rows(np.arange(lo, hi)).tocsr()
-    A.setPreallocationCSR((rows.indptr, rows.indices, rows.data))
-    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    A.assemble()
-    set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
-    return A
-
-
 def _new_values(A: PETSc.Mat, problem) -> None:
     """``problem``'s values into ``A`` in place: the same object and nonzero pattern."""
-    lo, hi = A.getOwnershipRange()
-    rows = problem.rows(np.arange(lo, hi)).tocsr()
-    rows.sort_indices()
-    A.setValuesCSR(rows.indptr, rows.indices, rows.data)
-    A.assemble()
+    natural_matrix_of(problem, A)
 
 
 def _ksp(A: PETSc.Mat, space, subdomains: int = N) -> PETSc.KSP:
-    ksp = PETSc.KSP().create(comm=A.getComm())
-    ksp.setOperators(A)
-    ksp.setType("cg")
-    ksp.setTolerances(rtol=1e-8)
-    pc = ksp.getPC()
-    pc.setType("python")
-    pc.setPythonContext(TwoLevelSchwarzPC(coarse_space=space, subdomains=subdomains))
+    ksp = two_level_ksp(A, space, subdomains)
     ksp.setUp()
     return ksp
 
