@@ -1,17 +1,19 @@
 """One symbolic factorisation per subdomain for the spectral pencil and the local solve
 (ddlearn.classical.shared_factor): counted by PETSc's own log events, the same preconditioner
 as with two factorisations, none at all on a values-only re-setup; not shared where the
-options configure the spectral transform's solver or the eigensolver is scipy's; 1 and 2
-ranks."""
+options configure the spectral transform's solver or the eigensolver is scipy's, nor where the
+pencil's matrix cannot be factored; 1 and 2 ranks."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import natural_matrix_of as _matrix
-from conftest import petsc_options, two_level_ksp, view_text
-from conftest import smooth_channels_field as _field
+from conftest import (load_script, natural_matrix_of, petsc_options, smooth_channels_field,
+                      two_level_ksp, view_text)
 from ddlearn.classical.coarse.spectral import Spectral
+from ddlearn.classical.overlapping import asm_pc, factor_blocks
+from ddlearn.classical.shared_factor import LocalBlocks
 
 COMM = MPI.COMM_WORLD
 N, NEV = 16, 4
@@ -42,7 +44,7 @@ def _applied(ksp: PETSc.KSP, x: PETSc.Vec) -> np.ndarray:
 
 def _check_shared(tmp_path):
     PETSc.Log.begin()
-    A = _matrix(_field(63))
+    A = natural_matrix_of(smooth_channels_field(63))
     shared, unshared = Spectral(nev=NEV), Spectral(nev=NEV, share_factor=False)
     ksp, symbolic = _ksp(A, shared)
     ksp_off, symbolic_off = _ksp(A, unshared)
@@ -65,7 +67,7 @@ def _check_shared(tmp_path):
 
     # new values, same matrix: the pencils and the blocks refactored numerically only (at
     # most the coarse matrix, on its one rank, factored anew)
-    _matrix(_field(63, 0.1), A)
+    natural_matrix_of(smooth_channels_field(63, 0.1), A)
     ksp.setOperators(A)
     before = _symbolic()
     ksp.setUp()
@@ -96,7 +98,7 @@ def test_shared_symbolic_factorisation_distributed(tmp_path):
 def test_not_shared_where_the_transform_is_configured(options, space):
     """An option for the spectral transform's own solver, or scipy's eigensolver: each pencil
     factored on its own, and the preconditioner converges as before."""
-    A = _matrix(_field(31))
+    A = natural_matrix_of(smooth_channels_field(31))
     with petsc_options(options):
         s = Spectral(nev=3, **space)
         ksp, _ = _ksp(A, s)
@@ -107,4 +109,33 @@ def test_not_shared_where_the_transform_is_configured(options, space):
     ksp.solve(b, u)
     assert ksp.getConvergedReason() > 0
     for o in (ksp, A, b, u):
+        o.destroy()
+
+
+def test_a_pencil_matrix_that_cannot_be_factored_falls_back():
+    """A right-hand matrix CHOLMOD cannot factor (singular: an empty row) is not lent (the
+    eigensolve then factors it on its own and reports its own failure), and the block it was
+    tried on is factored right afterwards: A_i solved to round-off."""
+    bench = load_script("benchmarks/local_factorisation.py")
+    A = natural_matrix_of(smooth_channels_field(15))
+    whole = bench._WholeBlock(A.getSize()[0])
+    asm = asm_pc(A, whole, solver="auto", factor=False)
+    blocks = LocalBlocks(asm)
+    M = blocks.csr(0).tolil()
+    M[0, :] = 0.0
+    M[:, 0] = 0.0
+    M = sp.csr_matrix(M)
+    M.eliminate_zeros()
+    with blocks.factored(0, M) as (Mp, ksp):
+        assert Mp is None and ksp is None
+    assert blocks.shared == 0
+    factor_blocks(asm, whole)
+    b = A.createVecLeft()
+    b.setRandom()
+    x, r = b.duplicate(), b.duplicate()
+    asm.getASMSubKSP()[0].solve(b, x)
+    A.mult(x, r)
+    r.axpy(-1.0, b)
+    assert r.norm() <= 1e-10 * b.norm()
+    for o in (asm, A, b, x, r):
         o.destroy()
