@@ -25,15 +25,16 @@ are PETSc options:
   -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,gdsw_sub,
                        spectral,gamg,gamg_tuned,attention,attention_coarse,learned,
                        learned_insitu (default: none,jacobi,asm,twolevel,spectral,gamg,
-                       gamg_tuned,attention,attention_coarse,learned on Poisson;
-                       asm,twolevel,spectral,learned,gamg,gamg_tuned on the coefficient fields)
+                       gamg_tuned,gdsw,attention,attention_coarse,learned on Poisson;
+                       asm,twolevel,spectral,learned,gamg,gamg_tuned,gdsw on the coefficient
+                       fields)
                        gamg: PETSc's GAMG with its defaults; gamg_tuned: threshold 0.01
                        (ddlearn.harness.options.PETSC_REFERENCE["gamg-tuned"])
                        twolevel: classical two-level Schwarz with the -coarse_space below;
                        nicolaides, gdsw_sub, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
                        that coarse space on the same N and overlap (learned: the pretrained
                        learned coarse space, no training); gdsw: PETSc's PCMG + GDSW (one
-                       subdomain per rank)
+                       coarse subdomain per rank, the same ASM blocks as twolevel)
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)

@@ -182,11 +182,11 @@ METHODS = {
     "learned_insitu": None,
 }
 #: the example's default comparison
-DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "gamg_tuned",
+DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "gamg_tuned", "gdsw",
                    "attention", "attention_coarse", "learned")
 #: ... on high-contrast coefficient fields (no unpreconditioned or Jacobi CG: thousands of
 #: iterations that say nothing new)
-CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "gamg", "gamg_tuned")
+CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "gamg", "gamg_tuned", "gdsw")
 
 
 def parse_methods(spec: str) -> list[str]:
