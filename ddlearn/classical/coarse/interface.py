@@ -61,17 +61,22 @@ def interface_components(A: sp.csr_matrix, part: np.ndarray, block_size: int = 1
     rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
     touch = sp.csr_matrix((np.ones(len(rows)), (rows, part[A.indices])),
                           shape=(A.shape[0], int(part.max()) + 1))
-    touch = touch[gamma].tolil()
-    keys = {}
-    label = np.array([keys.setdefault(tuple(r), len(keys)) for r in touch.rows], dtype=np.int64)
+    touch = touch[gamma].tocsr()
+    touch.sum_duplicates()  # each row: its node's touch set, sorted
+    # equal touch sets, found at once: rows padded with -1 to the longest, made unique
+    width = np.diff(touch.indptr)
+    padded = np.full((len(gamma), int(width.max(initial=0))), -1, dtype=np.int64)
+    padded[np.repeat(np.arange(len(gamma)), width),
+           np.arange(touch.nnz) - np.repeat(touch.indptr[:-1], width)] = touch.indices
+    sets, label = np.unique(padded, axis=0, return_inverse=True)
+    label = label.ravel()
     G = A[gamma][:, gamma].tocoo()
     same = label[G.row] == label[G.col]
     H = sp.csr_matrix((np.ones(int(same.sum())), (G.row[same], G.col[same])),
                       shape=(len(gamma), len(gamma)))
     _, component = csgraph.connected_components(H, directed=False)
-    by_label = {v: k for k, v in keys.items()}
     first = np.unique(component, return_index=True)[1]
-    return gamma, component, [by_label[label[j]] for j in first]
+    return gamma, component, [tuple(int(p) for p in sets[label[j]] if p >= 0) for j in first]
 
 
 def node_stiffness(A: sp.csr_matrix, block_size: int = 1) -> np.ndarray:
