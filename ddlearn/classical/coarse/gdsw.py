@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ...decomposition.collective import on_root
 from ...decomposition.subdomains import node_dofs
 from .interface import (InterfaceCoarseSpace, checked_split_ratio, coefficient_pieces,
                         energy_minimal_extension, interface_components)
@@ -59,26 +60,36 @@ def interface_basis(n: int, groups, Z: np.ndarray | None, block_size: int) -> sp
     return block_columns(n, [group_columns(nodes, w, Z, block_size) for nodes, w in groups])
 
 
-def extended_basis(A, part: np.ndarray, gamma: np.ndarray, groups, Z, block_size: int):
+def extended_basis(A, part: np.ndarray, gamma: np.ndarray, groups, Z, block_size: int,
+                   mpi=None):
     r""":math:`\Phi` from the interface node groups (:func:`interface_basis`) extended
-    energy-minimally into the parts, and its column count."""
-    Phi_gamma = interface_basis(A.shape[0], groups, Z, block_size)
-    Phi = energy_minimal_extension(A, part, node_dofs(gamma, block_size), Phi_gamma)
-    return Phi, int(Phi_gamma.shape[1])
+    energy-minimally into the parts, and its column count: on rank 0 of ``mpi``, whose ranks
+    share the parts' solves (collective; the arguments are read on rank 0, ``(None, 0)``
+    elsewhere; ``None``: this process alone)."""
+    Phi_gamma = on_root(mpi, lambda: interface_basis(A.shape[0], groups, Z, block_size))
+    interface = node_dofs(gamma, block_size) if Phi_gamma is not None else None
+    Phi = energy_minimal_extension(A, part, interface, Phi_gamma, mpi)
+    return Phi, int(Phi_gamma.shape[1]) if Phi_gamma is not None else 0
 
 
 def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
-               block_size: int = 1, split_ratio: float = 0.0) -> tuple[sp.csr_matrix, dict]:
-    r""":math:`\Phi` of the GDSW coarse space (scipy, serial) and a summary; ``split_ratio``
-    > 1 splits the components by coefficient (:func:`.interface.coefficient_pieces`)."""
-    gamma, component, _ = interface_components(A, part, block_size)
-    component = coefficient_pieces(A, gamma, component, block_size, split_ratio)
-    order = np.argsort(component, kind="stable")
-    splits = np.cumsum(np.bincount(component))[:-1] if len(gamma) else []
-    groups = [(gamma[c], np.ones(len(c))) for c in np.split(order, splits)] if len(gamma) \
-        else []
-    Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size)
-    return Phi, {"components": len(groups), "n0": n0}
+               block_size: int = 1, split_ratio: float = 0.0,
+               mpi=None) -> tuple[sp.csr_matrix, dict]:
+    r""":math:`\Phi` of the GDSW coarse space (scipy) and a summary; ``split_ratio`` > 1 splits
+    the components by coefficient (:func:`.interface.coefficient_pieces`). ``mpi``: the
+    communicator whose ranks share the energy-minimal extension (collective; default this
+    process alone); the arguments are read on its rank 0, which gets the result
+    (``(None, None)`` elsewhere)."""
+    def components():
+        gamma, component, _ = interface_components(A, part, block_size)
+        component = coefficient_pieces(A, gamma, component, block_size, split_ratio)
+        order = np.argsort(component, kind="stable")
+        splits = np.cumsum(np.bincount(component))[:-1] if len(gamma) else []
+        return gamma, [(gamma[c], np.ones(len(c))) for c in np.split(order, splits)] \
+            if len(gamma) else []
+    gamma, groups = on_root(mpi, components) or (None, None)
+    Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size, mpi)
+    return (Phi, {"components": len(groups), "n0": n0}) if Phi is not None else (None, None)
 
 
 class GDSW(InterfaceCoarseSpace):
@@ -103,8 +114,8 @@ class GDSW(InterfaceCoarseSpace):
             self.options(prefix).getReal("split_ratio", self.split_ratio),
             f"-{prefix}{self.name}_split_ratio")
 
-    def build(self, A, part, Z, block_size):
-        return gdsw_basis(A, part, Z, block_size, self.split_ratio)
+    def build(self, A, part, Z, block_size, mpi=None):
+        return gdsw_basis(A, part, Z, block_size, self.split_ratio, mpi)
 
     def describe(self) -> dict:
         return {**super().describe(), "split_ratio": self.split_ratio}

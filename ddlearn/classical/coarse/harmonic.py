@@ -57,6 +57,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ...decomposition.collective import dealt_out, on_root
 from ...decomposition.subdomains import node_dofs
 from ..overlapping import SparseSolver
 from .gdsw import GDSW, block_columns, group_columns
@@ -189,11 +190,11 @@ class _Plan:
     def dofs(self, c: int) -> np.ndarray:
         return node_dofs(self.gamma[self.members[c]], self.bs)  # sorted: gamma and members are
 
-    def basis(self, A: sp.csr_matrix, part: np.ndarray, Z, traces: dict, tol: float):
-        r""":math:`\Phi` from GDSW's functions of each coefficient piece and the dominant
-        sampled traces (``traces``: component -> the list of its traces from each region that
-        samples it; :func:`dominant_traces` of them side by side), extended energy-minimally,
-        and a summary."""
+    def interface_values(self, Z, traces: dict, tol: float, A: sp.csr_matrix):
+        r"""``(Phi_gamma, info)``: :math:`\Phi` on the interface, GDSW's functions of each
+        coefficient piece and the dominant sampled traces (``traces``: component -> the list of
+        its traces from each region that samples it; :func:`dominant_traces` of them side by
+        side), and a summary."""
         if not len(self.gamma):
             return sp.csr_matrix((self.n, 0)), {"components": 0, "n0": 0, "enriched": 0,
                                                 "regions": 0}
@@ -213,10 +214,9 @@ class _Plan:
                     enriched += V[-1].shape[1]
                 blocks.append((dofs, orthonormal_columns(np.hstack(V))))
         Phi_gamma = block_columns(self.n, blocks)
-        Phi = energy_minimal_extension(A, part, node_dofs(self.gamma, self.bs), Phi_gamma)
-        return Phi, {"components": sum(map(len, self.touch_sets.values())),
-                     "n0": Phi_gamma.shape[1], "enriched": enriched,
-                     "regions": len(self.regions)}
+        return Phi_gamma, {"components": sum(map(len, self.touch_sets.values())),
+                           "n0": Phi_gamma.shape[1], "enriched": enriched,
+                           "regions": len(self.regions)}
 
 
 def harmonic_basis(A: sp.csr_matrix | None, part: np.ndarray | None, Z: np.ndarray | None = None,
@@ -225,54 +225,35 @@ def harmonic_basis(A: sp.csr_matrix | None, part: np.ndarray | None, Z: np.ndarr
                    mpi=None):
     r""":math:`\Phi` of the harmonic coarse space (scipy; see the module docstring) and a
     summary: components, columns, how many came from the sampled traces, and the regions.
-    ``mpi``: the communicator whose ranks sample the regions (collective; default this process
-    alone); ``A``, ``part`` and ``Z`` are read on its rank 0, which gets the result
-    (``(None, None)`` elsewhere)."""
+    ``mpi``: the communicator whose ranks sample the regions and share the energy-minimal
+    extension (collective; default this process alone); ``A``, ``part`` and ``Z`` are read on its
+    rank 0, which gets the result (``(None, None)`` elsewhere)."""
     mpi = MPI.COMM_SELF if mpi is None else mpi
-    plan, error = None, None
-    if mpi.Get_rank() == 0:
-        try:
-            A = sp.csr_matrix(A)
-            plan = _Plan(A, part, block_size, split_ratio, layers, samples > 0, regions)
-        except ValueError as e:
-            error = str(e)
-    error = mpi.bcast(error, root=0)
-    if error is not None:
-        raise ValueError(error)
+    rank0 = mpi.Get_rank() == 0
+    A = sp.csr_matrix(A) if rank0 else None
+    plan = on_root(mpi, lambda: _Plan(A, part, block_size, split_ratio, layers, samples > 0,
+                                      regions))
     traces = _sampled_over_ranks(mpi, plan, A, samples, seed)
-    return plan.basis(A, part, Z, traces, tol) if mpi.Get_rank() == 0 else (None, None)
+    Phi_gamma, info = on_root(mpi, lambda: plan.interface_values(Z, traces, tol, A)) or \
+        (None, None)
+    interface = node_dofs(plan.gamma, plan.bs) if rank0 else None
+    Phi = energy_minimal_extension(A, part, interface, Phi_gamma, mpi)
+    return Phi, info
 
 
 def _sampled_over_ranks(mpi, plan: _Plan | None, A, samples: int, seed: int) -> dict:
     """The traces of every region (component -> list of traces) on rank 0, the regions dealt
-    out to the ranks in rounds of one each (largest first; collective; an error on any rank is
-    raised on every rank after the last round, so no rank is left waiting)."""
-    rank, size = mpi.Get_rank(), mpi.Get_size()
-    count = mpi.bcast(len(plan.regions) if rank == 0 else None, root=0)
-    scale = 1.0 / np.sqrt(np.abs(A.diagonal())) if rank == 0 else None
-    traces, errors = {}, []
-    for first in range(0, count, size):
-        batch = range(first, min(first + size, count))
-        work = [plan.region(A, scale, k) for k in batch] + [None] * (size - len(batch)) \
-            if rank == 0 else None
-        region, result = mpi.scatter(work, root=0), None
-        if region is not None:
-            try:
-                result = region_traces(region, samples, seed)
-            except (ValueError, RuntimeError) as e:  # PETSc.Error is a RuntimeError
-                result = str(e)
-            del region
-        results = mpi.gather(result, root=0)
-        if rank == 0:
-            for k, r in zip(batch, results):
-                if isinstance(r, str):
-                    errors.append(r)
-                    continue
-                for c, Y in zip(plan.components_of(k), r):
-                    traces.setdefault(c, []).append(Y)
-    error = mpi.bcast(errors[0] if errors else None, root=0)
-    if error is not None:
-        raise ValueError(error)
+    out to the ranks in rounds of one each, largest first
+    (:func:`~ddlearn.decomposition.collective.dealt_out`; collective)."""
+    rank0 = mpi.Get_rank() == 0
+    count = mpi.bcast(len(plan.regions) if rank0 else None, root=0)
+    scale = 1.0 / np.sqrt(np.abs(A.diagonal())) if rank0 else None
+    sampled = dealt_out(mpi, count, lambda k: plan.region(A, scale, k),
+                        lambda region: region_traces(region, samples, seed))
+    traces = {}
+    for k, result in enumerate(sampled or []):
+        for c, Y in zip(plan.components_of(k), result):
+            traces.setdefault(c, []).append(Y)
     return traces
 
 
@@ -322,13 +303,7 @@ class Harmonic(GDSW):
                                              option + "regions")
         self.tol = self._checked_tol(opts.getReal("tol", self.tol), option + "tol")
 
-    def build(self, A, part, Z, block_size):
-        return harmonic_basis(A, part, Z, block_size, self.split_ratio, self.samples,
-                              self.layers, self.tol, regions=self.regions)
-
-    def build_collective(self, mpi, A, part, Z, block_size):
-        """:func:`harmonic_basis` with the regions sampled on every rank; ``(Phi, info)`` on
-        rank 0."""
+    def build(self, A, part, Z, block_size, mpi=None):
         return harmonic_basis(A, part, Z, block_size, self.split_ratio, self.samples,
                               self.layers, self.tol, regions=self.regions, mpi=mpi)
 

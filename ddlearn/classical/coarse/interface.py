@@ -11,10 +11,12 @@ components, the energy-minimal extension into the parts, and the serial build on
 - Energy-minimal extension of interface values :math:`\Phi_\Gamma`:
   :math:`\Phi_I = -A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma`, :math:`A_{II}` block diagonal over the
   parts (one sparse factorisation each, by the local solves' package:
-  :class:`~ddlearn.classical.overlapping.SparseSolver`).
+  :class:`~ddlearn.classical.overlapping.SparseSolver`), the parts' solves dealt out to the
+  ranks.
 
 With block size :math:`b > 1` the interface is a set of nodes and every dof of a node belongs to
-it. Built serially (scipy) from the whole matrix gathered on rank 0.
+it. The interface and its values are built (scipy) from the whole matrix gathered on rank 0;
+the parts' interior solves run on every rank.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
-from ...decomposition.collective import collective_check
+from ...decomposition.collective import collective_check, dealt_out
 from ...decomposition.layout import gather_matrix, scatter_rows
 from ...decomposition.subdomains import node_dofs
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
@@ -134,28 +136,51 @@ def touch_sets(A: sp.csr_matrix, part: np.ndarray, gamma: np.ndarray, block_size
             for k in range(len(gamma))]
 
 
-def energy_minimal_extension(A: sp.csr_matrix, part: np.ndarray, interface: np.ndarray,
-                             Phi_gamma: sp.csr_matrix) -> sp.csr_matrix:
+def energy_minimal_extension(A: sp.csr_matrix | None, part: np.ndarray | None,
+                             interface: np.ndarray | None, Phi_gamma: sp.csr_matrix | None,
+                             mpi=None) -> sp.csr_matrix | None:
     r""":math:`\Phi` with the values ``Phi_gamma`` (shape ``(n, n0)``, nonzero on the interface
     dofs ``interface`` only) on :math:`\Gamma` and :math:`-A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma` in
-    each part's interior; each part solves only for the columns that touch it."""
-    A = sp.csr_matrix(A)
-    n = A.shape[0]
-    interior = np.setdiff1d(np.arange(n), interface)
-    rhs = -(A[interior] @ Phi_gamma).tocsc()
+    each part's interior; each part solves only for the columns that touch it. The parts'
+    solves (one sparse factorisation each) are dealt out to the ranks of ``mpi`` in rounds,
+    largest part first (:func:`~ddlearn.decomposition.collective.dealt_out`; collective,
+    ``None``: this process alone); the arguments are read on its rank 0, which gets
+    :math:`\Phi` (``None`` elsewhere)."""
+    rank0 = mpi is None or mpi.Get_rank() == 0
+    jobs, touching = [], []
+    if rank0:
+        A = sp.csr_matrix(A)
+        interior = np.setdiff1d(np.arange(A.shape[0]), interface)
+        rhs = -(A[interior] @ Phi_gamma).tocsr()
+        order = np.argsort(part[interior], kind="stable")
+        cuts = np.flatnonzero(np.diff(part[interior][order])) + 1
+        jobs = [mine for mine in np.split(order, cuts) if len(mine) and rhs[mine].nnz]
+        jobs.sort(key=len, reverse=True)
+    count = len(jobs) if mpi is None else mpi.bcast(len(jobs), root=0)
+
+    def item(k):
+        local = rhs[jobs[k]].tocsc()
+        touching.append(np.flatnonzero(np.diff(local.indptr)))
+        rows = interior[jobs[k]]
+        return A[rows][:, rows], local[:, touching[-1]]
+
+    def solve(job):
+        block, B = job
+        solver = SparseSolver(block)
+        try:
+            X = solver.solve(B.toarray())
+        finally:
+            solver.destroy()
+        r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
+        return r, c, X[r, c]
+
+    solved = dealt_out(mpi, count, item, solve)
+    if not rank0:
+        return None
     G = sp.coo_matrix(Phi_gamma)
     rows, cols, vals = [G.row], [G.col], [G.data]
-    for p in np.unique(part[interior]):
-        mine = np.flatnonzero(part[interior] == p)
-        local = rhs[mine]
-        touching = np.flatnonzero(np.diff(local.indptr))
-        if not len(touching):
-            continue
-        solver = SparseSolver(A[interior[mine]][:, interior[mine]])
-        X = solver.solve(local[:, touching].toarray())
-        solver.destroy()
-        r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
-        rows.append(interior[mine][r]), cols.append(touching[c]), vals.append(X[r, c])
+    for mine, cols_k, (r, c, v) in zip(jobs, touching, solved):
+        rows.append(interior[mine][r]), cols.append(cols_k[c]), vals.append(v)
     return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                          shape=Phi_gamma.shape)
 
@@ -175,12 +200,12 @@ def extension_galerkin(A: sp.csr_matrix, Phi: sp.csr_matrix, part: np.ndarray,
 
 
 def on_rank0(inp: CoarseInput, space: "InterfaceCoarseSpace") -> tuple[CoarseVectors, dict]:
-    """Run ``space.build_collective(comm, A, part, Z, block_size) -> (Phi, info)`` on every rank,
-    with the gathered matrix, the parts
-    (:meth:`~ddlearn.decomposition.subdomains.Subdomains.gather_part`) and the gathered
-    near-null space (``None``: constants) on rank 0 (``None`` elsewhere), and give every rank its
-    rows of :math:`\\Phi` and ``info`` (collective; an error on any rank is raised everywhere),
-    with :math:`A_0` from the interface rows alone (:func:`extension_galerkin`, on rank 0)."""
+    """Run ``space.build(A, part, Z, block_size, mpi) -> (Phi, info)`` on every rank, with the
+    gathered matrix, the parts (:meth:`~ddlearn.decomposition.subdomains.Subdomains.gather_part`)
+    and the gathered near-null space (``None``: constants) on rank 0 (``None`` elsewhere), and
+    give every rank its rows of :math:`\Phi` and ``info`` (collective; an error on any rank is
+    raised everywhere), with :math:`A_0` from the interface rows alone
+    (:func:`extension_galerkin`, on rank 0)."""
     comm = inp.comm
     mpi = comm.tompi4py()
     A0 = gather_matrix(inp.A)
@@ -189,7 +214,7 @@ def on_rank0(inp: CoarseInput, space: "InterfaceCoarseSpace") -> tuple[CoarseVec
     Z = np.concatenate(Z) if mpi.Get_rank() == 0 and inp.null_space is not None else None
     Phi, info, error, galerkin = None, None, None, None
     try:
-        Phi, info = space.build_collective(mpi, A0, part, Z, inp.block_size)
+        Phi, info = space.build(A0, part, Z, inp.block_size, mpi)
         if Phi is not None and Phi.shape[1]:
             galerkin = extension_galerkin(A0, Phi, part, inp.block_size)
     except (ValueError, RuntimeError) as e:
@@ -203,20 +228,16 @@ def on_rank0(inp: CoarseInput, space: "InterfaceCoarseSpace") -> tuple[CoarseVec
 
 
 class InterfaceCoarseSpace(CoarseSpace):
-    """A GDSW-type family: ``build(A, part, Z, block_size) -> (Phi, info)`` run on rank 0 by
-    :func:`on_rank0` (subclasses set ``name`` and ``build``; a family whose build spreads work
-    over the ranks overrides :meth:`build_collective`)."""
+    """A GDSW-type family: ``build(A, part, Z, block_size, mpi) -> (Phi, info)``, collective
+    over ``mpi`` (``None``: this process alone) with the arguments read and the result given
+    on its rank 0 (``(None, None)`` elsewhere), run by :func:`on_rank0` (subclasses set ``name``
+    and ``build``)."""
 
     value_dependent = True
 
     @staticmethod
-    def build(A, part, Z, block_size):  # pragma: no cover - protocol
+    def build(A, part, Z, block_size, mpi=None):  # pragma: no cover - protocol
         raise NotImplementedError
-
-    def build_collective(self, mpi, A, part, Z, block_size):
-        """``(Phi, info)`` on rank 0, ``(None, None)`` elsewhere: :meth:`build` on rank 0,
-        which holds the gathered matrix (``A``, ``part``, ``Z``: ``None`` on other ranks)."""
-        return self.build(A, part, Z, block_size) if mpi.Get_rank() == 0 else (None, None)
 
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
         out, self.found = on_rank0(inp, self)

@@ -14,33 +14,40 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...decomposition.collective import on_root
 from .gdsw import extended_basis
 from .interface import InterfaceCoarseSpace, interface_components, touch_sets
 
 __all__ = ["RGDSW", "rgdsw_basis"]
 
 
-def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: int = 1):
-    r""":math:`\Phi` of the RGDSW coarse space (scipy, serial) and a summary."""
-    gamma, component, keys = interface_components(A, part, block_size)
-    sets = [frozenset(k) for k in keys]
-    coarse = [c for c, s in enumerate(sets) if not any(s < t for t in sets)]
-    # inverted index part -> coarse nodes touching it: supersets of T_j are in every list
-    holding = {}
-    for c in coarse:
-        for p in sets[c]:
-            holding.setdefault(p, set()).add(c)
-    members = {c: ([], []) for c in coarse}
-    for j, T in zip(gamma, touch_sets(A, part, gamma, block_size)):
-        C = set.intersection(*(holding.get(p, set()) for p in T)) if T else set()
-        C = [c for c in C if sets[c] >= set(T)]
-        for c in C:
-            members[c][0].append(j)
-            members[c][1].append(1.0 / len(C))
-    groups = [(np.asarray(m[0], dtype=np.int64), np.asarray(m[1])) for m in members.values()
-              if m[0]]
-    Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size)
-    return Phi, {"coarse_nodes": len(groups), "components": len(keys), "n0": n0}
+def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: int = 1,
+                mpi=None):
+    r""":math:`\Phi` of the RGDSW coarse space (scipy) and a summary; ``mpi`` as
+    :func:`~.gdsw.gdsw_basis`'s (the energy-minimal extension shared by its ranks)."""
+    def coarse_nodes():
+        gamma, component, keys = interface_components(A, part, block_size)
+        sets = [frozenset(k) for k in keys]
+        coarse = [c for c, s in enumerate(sets) if not any(s < t for t in sets)]
+        # inverted index part -> coarse nodes touching it: supersets of T_j are in every list
+        holding = {}
+        for c in coarse:
+            for p in sets[c]:
+                holding.setdefault(p, set()).add(c)
+        members = {c: ([], []) for c in coarse}
+        for j, T in zip(gamma, touch_sets(A, part, gamma, block_size)):
+            C = set.intersection(*(holding.get(p, set()) for p in T)) if T else set()
+            C = [c for c in C if sets[c] >= set(T)]
+            for c in C:
+                members[c][0].append(j)
+                members[c][1].append(1.0 / len(C))
+        groups = [(np.asarray(m[0], dtype=np.int64), np.asarray(m[1]))
+                  for m in members.values() if m[0]]
+        return gamma, groups, len(keys)
+    gamma, groups, components = on_root(mpi, coarse_nodes) or (None, None, 0)
+    Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size, mpi)
+    return (Phi, {"coarse_nodes": len(groups), "components": components, "n0": n0}) \
+        if Phi is not None else (None, None)
 
 
 class RGDSW(InterfaceCoarseSpace):
