@@ -215,7 +215,7 @@ def benchmark(args) -> dict:
             PETSc.Sys.Print(f"{case} {method} N={N}: {_label(rec)} "
                             + (f"{rec['setup_s']:.2f} + {rec['solve_s']:.2f} s"
                                if "total_s" in rec else rec.get("error", "")[:200]))
-            bench.write(args, data)
+            bench.write(args, data, args.name)
     return data
 
 

@@ -315,6 +315,13 @@ def test_time_to_solution_quick(tmp_path):
     assert ball and all(r["converged"] and r["rnorm_true"] < 1e-6 for r in ball)
     text = _readme(mod, tmp_path, "time_to_solution")
     assert "| ball-stiff |" in text and "gamg-tuned" in text
+    # a run under another name writes only its own file, after every method too
+    before = (tmp_path / "time_to_solution.json").read_bytes()
+    mod.main(["--quick", "--cases", "channels2d", "--name", "time_to_solution_other", "--out",
+              str(tmp_path)])
+    assert (tmp_path / "time_to_solution.json").read_bytes() == before
+    _stamped(tmp_path / "time_to_solution_other.json", "time_to_solution")
+    assert "## Map (time_to_solution_other.json)" in _readme(mod, tmp_path, "time_to_solution")
 
 
 def test_a_resumed_run_keeps_the_provenance_of_the_rows_it_kept():
