@@ -31,7 +31,7 @@ from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ..overlapping import SparseSolver
 
 __all__ = ["node_matrix", "interface_nodes", "interface_components", "extension_galerkin",
-           "coefficient_pieces", "checked_split_ratio", "node_stiffness", "touch_sets",
+           "coefficient_pieces", "checked_split_ratio", "node_stiffness", "touch_matrix",
            "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
 
 
@@ -59,12 +59,7 @@ def interface_components(A: sp.csr_matrix, part: np.ndarray, block_size: int = 1
     touch set (sorted tuple of parts) of each component. Nodes are dofs for block size 1."""
     gamma = interface_nodes(A, part, block_size)
     A = node_matrix(sp.csr_matrix(A), block_size)
-    part = part[::block_size]
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-    touch = sp.csr_matrix((np.ones(len(rows)), (rows, part[A.indices])),
-                          shape=(A.shape[0], int(part.max()) + 1))
-    touch = touch[gamma].tocsr()
-    touch.sum_duplicates()  # each row: its node's touch set, sorted
+    touch = touch_matrix(A, part[::block_size], gamma)  # a row: a node's touch set, sorted
     # equal touch sets, found at once: rows padded with -1 to the longest, made unique
     width = np.diff(touch.indptr)
     padded = np.full((len(gamma), int(width.max(initial=0))), -1, dtype=np.int64)
@@ -123,17 +118,20 @@ def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarra
     return csgraph.connected_components(H, directed=False)[1]
 
 
-def touch_sets(A: sp.csr_matrix, part: np.ndarray, gamma: np.ndarray, block_size: int = 1):
-    """The touch set of each interface node (a tuple of parts)."""
-    A = node_matrix(sp.csr_matrix(A), block_size)
-    part = part[::block_size]
-    touch = sp.csr_matrix(A[gamma])
-    touch = sp.csr_matrix((np.ones(touch.nnz), touch.indices, touch.indptr),
-                          shape=touch.shape)
-    own = sp.csr_matrix((np.ones(len(gamma)), (np.arange(len(gamma)), gamma)), shape=touch.shape)
-    touch = (touch + own).tocsr()
-    return [tuple(np.unique(part[touch.indices[touch.indptr[k]:touch.indptr[k + 1]]]))
-            for k in range(len(gamma))]
+def touch_matrix(nodes: sp.csr_matrix, node_part: np.ndarray,
+                 gamma: np.ndarray) -> sp.csr_matrix:
+    """The touch sets of the interface nodes ``gamma`` as an incidence matrix (node x part, 1
+    on the parts of the node and of its neighbours; sorted indices), from the node graph
+    ``nodes`` (:func:`node_matrix`) and the part of each node."""
+    rows = sp.csr_matrix(nodes[gamma])
+    own = np.arange(len(gamma))
+    touch = sp.csr_matrix((np.ones(rows.nnz + len(gamma)),
+                           (np.concatenate([np.repeat(own, np.diff(rows.indptr)), own]),
+                            np.concatenate([node_part[rows.indices], node_part[gamma]]))),
+                          shape=(len(gamma), int(node_part.max()) + 1))
+    touch.sum_duplicates()
+    touch.data[:] = 1.0
+    return touch
 
 
 def energy_minimal_extension(A: sp.csr_matrix | None, part: np.ndarray | None,

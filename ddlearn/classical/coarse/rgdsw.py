@@ -13,12 +13,21 @@ fewer functions than GDSW (2D: about one per vertex instead of one per vertex an
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...decomposition.collective import on_root
 from .gdsw import extended_basis
-from .interface import InterfaceCoarseSpace, interface_components, touch_sets
+from .interface import InterfaceCoarseSpace, interface_components, node_matrix, touch_matrix
 
 __all__ = ["RGDSW", "rgdsw_basis"]
+
+
+def _sets_matrix(sets, parts: int) -> sp.csr_matrix:
+    """The incidence matrix of ``sets`` (tuples of parts): row ``k`` is 1 on set ``k``'s parts."""
+    lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    cols = np.fromiter((p for t in sets for p in t), dtype=np.int64, count=int(lengths.sum()))
+    return sp.csr_matrix((np.ones(len(cols)), (np.repeat(np.arange(len(sets)), lengths), cols)),
+                         shape=(len(sets), parts))
 
 
 def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: int = 1,
@@ -27,22 +36,26 @@ def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: in
     :func:`~.gdsw.gdsw_basis`'s (the energy-minimal extension shared by its ranks)."""
     def coarse_nodes():
         gamma, component, keys = interface_components(A, part, block_size)
-        sets = [frozenset(k) for k in keys]
-        coarse = [c for c, s in enumerate(sets) if not any(s < t for t in sets)]
-        # inverted index part -> coarse nodes touching it: supersets of T_j are in every list
-        holding = {}
-        for c in coarse:
-            for p in sets[c]:
-                holding.setdefault(p, set()).add(c)
-        members = {c: ([], []) for c in coarse}
-        for j, T in zip(gamma, touch_sets(A, part, gamma, block_size)):
-            C = set.intersection(*(holding.get(p, set()) for p in T)) if T else set()
-            C = [c for c in C if sets[c] >= set(T)]
-            for c in C:
-                members[c][0].append(j)
-                members[c][1].append(1.0 / len(C))
-        groups = [(np.asarray(m[0], dtype=np.int64), np.asarray(m[1]))
-                  for m in members.values() if m[0]]
+        if not len(keys):
+            return gamma, [], 0
+        parts = int(part.max()) + 1
+        K = _sets_matrix(keys, parts)                    # component x part, 1 on its touch set
+        size = np.asarray(K.sum(axis=1)).ravel()
+        # T_c is maximal: no other set contains it strictly (|T_c ∩ T_t| = |T_c| < |T_t|)
+        meet = (K @ K.T).tocoo()
+        inside = (meet.data == size[meet.row]) & (size[meet.col] > size[meet.row])
+        coarse = np.setdiff1d(np.arange(len(keys)), meet.row[inside])
+        # node j belongs to the coarse nodes whose touch sets contain its own, weight 1/|C_j|
+        T = touch_matrix(node_matrix(sp.csr_matrix(A), block_size), part[::block_size], gamma)
+        hold = (T @ K[coarse].T).tocoo()
+        keep = hold.data == np.asarray(T.sum(axis=1)).ravel()[hold.row]
+        C = sp.csc_matrix((np.ones(int(keep.sum())), (hold.row[keep], hold.col[keep])),
+                          shape=(len(gamma), len(coarse)))
+        C.sort_indices()
+        weight = 1.0 / np.maximum(np.asarray(C.sum(axis=1)).ravel(), 1.0)
+        groups = [(gamma[C.indices[C.indptr[k]:C.indptr[k + 1]]],
+                   weight[C.indices[C.indptr[k]:C.indptr[k + 1]]])
+                  for k in range(len(coarse)) if C.indptr[k + 1] > C.indptr[k]]
         return gamma, groups, len(keys)
     gamma, groups, components = on_root(mpi, coarse_nodes) or (None, None, 0)
     Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size, mpi)
