@@ -187,8 +187,6 @@ class TwoLevelSchwarzPC:
         (:meth:`TwoLevelSchwarz.setUp`: symbolic the first time, numeric after). The local
         blocks are extracted before the basis, so that a spectral space factors its pencil on
         their symbolic factorisation (:mod:`~ddlearn.classical.shared_factor`)."""
-        # the local blocks first, extracted and not yet factored: a spectral space shares
-        # their symbolic factorisation (ddlearn.classical.shared_factor)
         blocks = self.two_level.prepare(pc, P)
         timer = Timer()
         if self._from_level_above and self.Phi is not None:

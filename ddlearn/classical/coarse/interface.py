@@ -145,22 +145,21 @@ def energy_minimal_extension(A: sp.csr_matrix | None, part: np.ndarray | None,
     ``None``: this process alone); the arguments are read on its rank 0, which gets
     :math:`\Phi` (``None`` elsewhere)."""
     rank0 = mpi is None or mpi.Get_rank() == 0
-    jobs, touching = [], []
+    jobs = []  # per part with columns to solve for: (its interior rows, the columns)
     if rank0:
         A = sp.csr_matrix(A)
         interior = np.setdiff1d(np.arange(A.shape[0]), interface)
         rhs = -(A[interior] @ Phi_gamma).tocsr()
         order = np.argsort(part[interior], kind="stable")
         cuts = np.flatnonzero(np.diff(part[interior][order])) + 1
-        jobs = [mine for mine in np.split(order, cuts) if len(mine) and rhs[mine].nnz]
-        jobs.sort(key=len, reverse=True)
+        jobs = [(mine, np.unique(rhs[mine].indices)) for mine in np.split(order, cuts)]
+        jobs = sorted((j for j in jobs if len(j[1])), key=lambda j: len(j[0]), reverse=True)
     count = len(jobs) if mpi is None else mpi.bcast(len(jobs), root=0)
 
     def item(k):
-        local = rhs[jobs[k]].tocsc()
-        touching.append(np.flatnonzero(np.diff(local.indptr)))
-        rows = interior[jobs[k]]
-        return A[rows][:, rows], local[:, touching[-1]]
+        mine, touching = jobs[k]
+        rows = interior[mine]
+        return A[rows][:, rows], rhs[mine][:, touching]
 
     def solve(job):
         block, B = job
@@ -177,8 +176,8 @@ def energy_minimal_extension(A: sp.csr_matrix | None, part: np.ndarray | None,
         return None
     G = sp.coo_matrix(Phi_gamma)
     rows, cols, vals = [G.row], [G.col], [G.data]
-    for mine, cols_k, (r, c, v) in zip(jobs, touching, solved):
-        rows.append(interior[mine][r]), cols.append(cols_k[c]), vals.append(v)
+    for (mine, touching), (r, c, v) in zip(jobs, solved):
+        rows.append(interior[mine][r]), cols.append(touching[c]), vals.append(v)
     return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                          shape=Phi_gamma.shape)
 
@@ -201,7 +200,7 @@ def on_rank0(inp: CoarseInput, space: "InterfaceCoarseSpace") -> tuple[CoarseVec
     """Run ``space.build(A, part, Z, block_size, mpi) -> (Phi, info)`` on every rank, with the
     gathered matrix, the parts (:meth:`~ddlearn.decomposition.subdomains.Subdomains.gather_part`)
     and the gathered near-null space (``None``: constants) on rank 0 (``None`` elsewhere), and
-    give every rank its rows of :math:`\Phi` and ``info`` (collective; an error on any rank is
+    give every rank its rows of :math:`\\Phi` and ``info`` (collective; an error on any rank is
     raised everywhere), with :math:`A_0` from the interface rows alone
     (:func:`extension_galerkin`, on rank 0)."""
     comm = inp.comm

@@ -206,8 +206,7 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
         o.destroy()
     if lent is None:
         Mp.destroy()
-    return mu, V, {"iterations": int(iterations), "warm": start is not None,
-                   "shared": lent is not None}
+    return mu, V, {"iterations": int(iterations), "warm": start is not None}
 
 
 def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
@@ -223,8 +222,7 @@ def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
                            v0=np.ones(n) if start is None else _start_vectors(start, nev)[0])
     order = np.argsort(mu)[::-1][:nev]
     # ARPACK's restart count is not exposed: iterations count SLEPc's alone
-    return mu[order], V[:, order], {"iterations": 0, "warm": start is not None and not dense,
-                                    "shared": False}
+    return mu[order], V[:, order], {"iterations": 0, "warm": start is not None and not dense}
 
 
 def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSettings,
@@ -239,8 +237,8 @@ def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSetti
     ``(Mp, ksp)`` for the right-hand matrix ``M`` or ``(None, None)``
     (:meth:`~ddlearn.classical.shared_factor.LocalBlocks.factored`), used by SLEPc.
     ``details``, when given, receives ``iterations`` (SLEPc's; 0 for scipy), ``warm`` (whether
-    the solver took ``start``), ``shared`` (whether ``lend`` factored ``M``) and ``vectors``
-    (every computed eigenvector, before the threshold)."""
+    the solver took ``start``) and ``vectors`` (every computed eigenvector, before the
+    threshold)."""
     B, M = regularised_pencil(AN, D, right)
     nev = min(settings.nev, AN.shape[0])
     if settings.eigensolver == "slepc" and lend is not None:
