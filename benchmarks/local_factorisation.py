@@ -1,4 +1,4 @@
-"""Local subdomain factorisations: PETSc's native LU and Cholesky against CHOLMOD.
+r"""Local subdomain factorisations: PETSc's native LU and Cholesky against CHOLMOD.
 
     python benchmarks/local_factorisation.py [--quick] [--repeats 3] [--out DIR]
     python benchmarks/local_factorisation.py --report     (README.md: the tables from the JSON)

@@ -1,4 +1,4 @@
-"""Neural operators with every token mixer in one backbone, on data made by the project's solver.
+r"""Neural operators with every token mixer in one backbone, on data made by the project's solver.
 
 ::
 

@@ -21,7 +21,7 @@ __all__ = ["FLAREPlusPlusMixer"]
 
 
 class FLAREPlusPlusMixer(FLAREMixer):
-    """FLARE++ with ``latents`` input-conditioned routing queries per head: FLARE's parameters,
+    r"""FLARE++ with ``latents`` input-conditioned routing queries per head: FLARE's parameters,
     its ``queries`` used as the seeds :math:`\hat Q` (see module docstring)."""
 
     name = "flare++"
