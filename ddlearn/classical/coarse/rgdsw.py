@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from ...decomposition.collective import on_root
 from .gdsw import extended_basis
-from .interface import InterfaceCoarseSpace, interface_components, node_matrix, touch_matrix
+from .interface import InterfaceCoarseSpace, interface_components
 
 __all__ = ["RGDSW", "rgdsw_basis"]
 
@@ -45,12 +45,13 @@ def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: in
         meet = (K @ K.T).tocoo()
         inside = (meet.data == size[meet.row]) & (size[meet.col] > size[meet.row])
         coarse = np.setdiff1d(np.arange(len(keys)), meet.row[inside])
-        # node j belongs to the coarse nodes whose touch sets contain its own, weight 1/|C_j|
-        T = touch_matrix(node_matrix(sp.csr_matrix(A), block_size), part[::block_size], gamma)
-        hold = (T @ K[coarse].T).tocoo()
-        keep = hold.data == np.asarray(T.sum(axis=1)).ravel()[hold.row]
-        C = sp.csc_matrix((np.ones(int(keep.sum())), (hold.row[keep], hold.col[keep])),
-                          shape=(len(gamma), len(coarse)))
+        # node j belongs to the coarse nodes whose touch sets contain its own, weight
+        # 1/|C_j|; its touch set is its component's (components never mix touch sets)
+        hold = (K @ K[coarse].T).tocoo()                 # component x coarse node: |T ∩ T_c|
+        keep = hold.data == size[hold.row]
+        held = sp.csr_matrix((np.ones(int(keep.sum())), (hold.row[keep], hold.col[keep])),
+                             shape=(len(keys), len(coarse)))
+        C = sp.csc_matrix(held[component])
         C.sort_indices()
         weight = 1.0 / np.maximum(np.asarray(C.sum(axis=1)).ravel(), 1.0)
         groups = [(gamma[C.indices[C.indptr[k]:C.indptr[k + 1]]],
