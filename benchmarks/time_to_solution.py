@@ -27,7 +27,8 @@ Cases (``--cases``; sizes of the full run, ``--quick`` a few thousand unknowns):
   31³ = 29 791 unknowns;
 - ``layers3d``: 7-point diffusion, four thin stiff horizontal layers (two grid cells thick) of
   contrast 1e6, 31³;
-- ``channels2d``: 5-point diffusion, random channels of contrast 1e6, 255²;
+- ``channels2d``, ``inclusions2d``: 5-point diffusion, the random families of contrast 1e6,
+  255²;
 - ``anisotropic2d``: 5-point diffusion :math:`-(\epsilon u_{xx} + u_{yy})`, ε = 1e-4, 255²
   (grid-aligned anisotropy).
 
@@ -87,6 +88,7 @@ CASES = {
     "channels3d": ("diffusion", dict(name="random_channels3d", n=31), dict(n=11)),
     "layers3d": ("diffusion", dict(name="layers3d", n=31), dict(n=11)),
     "channels2d": ("diffusion", dict(name="random_channels", n=255), dict(n=31)),
+    "inclusions2d": ("diffusion", dict(name="random_inclusions", n=255), dict(n=31)),
     "anisotropic2d": ("diffusion", dict(name="anisotropic2d", n=255), dict(n=31)),
 }
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}

@@ -23,6 +23,11 @@ __all__ = ["set_defaults", "PETSC_REFERENCE"]
 #: V-cycle is indefinite (``DIVERGED_INDEFINITE_PC`` under CG after 4 iterations on the
 #: time-to-solution study's P1 inclusions, 9 450 dofs, with the estimate's 50 iterations too);
 #: SSOR needs no estimate and keeps the cycle SPD (26 iterations there).
+#:
+#: ``mg+gdsw`` has one subdomain per rank, always: PETSc builds its GDSW space on the matrix
+#: converted to MATIS, one local subdomain per process. It is therefore measured where a study's
+#: subdomains are its ranks (time to solution, weak scaling, the elasticity study, the main
+#: job), not in the studies that fix N apart from the rank count (16-256 subdomains on 2 ranks).
 PETSC_REFERENCE = {
     "asm": {"pc_type": "asm", "pc_asm_type": "basic", "sub_pc_type": "lu"},
     "gamg": {"pc_type": "gamg"},
