@@ -42,12 +42,13 @@ def rgdsw_basis(A, part: np.ndarray, Z: np.ndarray | None = None, block_size: in
         K = _sets_matrix(keys, parts)                    # component x part, 1 on its touch set
         size = np.asarray(K.sum(axis=1)).ravel()
         # T_c is maximal: no other set contains it strictly (|T_c ∩ T_t| = |T_c| < |T_t|)
-        meet = (K @ K.T).tocoo()
-        inside = (meet.data == size[meet.row]) & (size[meet.col] > size[meet.row])
-        coarse = np.setdiff1d(np.arange(len(keys)), meet.row[inside])
+        meet = (K @ K.T).tocsr()                         # component x component: |T ∩ T'|
+        pairs = meet.tocoo()
+        inside = (pairs.data == size[pairs.row]) & (size[pairs.col] > size[pairs.row])
+        coarse = np.setdiff1d(np.arange(len(keys)), pairs.row[inside])
         # node j belongs to the coarse nodes whose touch sets contain its own, weight
         # 1/|C_j|; its touch set is its component's (components never mix touch sets)
-        hold = (K @ K[coarse].T).tocoo()                 # component x coarse node: |T ∩ T_c|
+        hold = meet[:, coarse].tocoo()                   # component x coarse node: |T ∩ T_c|
         keep = hold.data == size[hold.row]
         held = sp.csr_matrix((np.ones(int(keep.sum())), (hold.row[keep], hold.col[keep])),
                              shape=(len(keys), len(coarse)))
