@@ -38,14 +38,19 @@ are PETSc options:
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
   -ksp_type T -rtol R  Krylov method and relative tolerance (default cg, 1e-8)
-  -json FILE -plot FILE   outputs (default benchmarks/results/main_job/main_job.json in the
-                       repository, poisson.png in the working directory; "" to skip); with
-                       several problems each file gets the problem's name appended (the
-                       default run writes main_job_poisson2d.json and
-                       main_job_random_channels.json); the JSON records the command, commit,
-                       ranks, cores, date and options; ``python -m ddlearn.harness.report
-                       FILE...`` reprints the tables from the JSON, ``... --report`` writes
-                       the folder's README.md
+  -out DIR             folder for each problem's JSON and convergence plot,
+                       main_job_<problem>.json and main_job_<problem>.png (default
+                       runs/main_job under the working directory, not tracked by git; "" to
+                       write nothing). The committed tables are refreshed only when asked:
+                       -out benchmarks/results/main_job. The JSON records the command,
+                       commit, ranks, cores, date and options; ``python -m
+                       ddlearn.harness.report --report --out DIR`` writes the folder's
+                       README.md from its JSON
+  -plot BOOL           write the convergence plot beside the JSON (default true)
+  -quick               the quick form (CI runs it before the tests): defaults -n 1023 / 127 /
+                       16 by dimension and -subdomains 16 (the full job's subdomain size in
+                       1D and 2D, which the shipped learned model needs), -attention_steps
+                       10; every method and problem as in the full job
   -seed S              right-hand side seed (default 0)
 
 ``learned_insitu`` and ``attention`` train on this very problem and decomposition, or load the
@@ -86,12 +91,14 @@ from ddlearn.harness.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, pa
                              run_methods)
 from ddlearn.harness.report import format_table, plot_histories  # noqa: E402
 
-#: -n and -overlap when not given, by the problem's dimension
+#: -n and -overlap when not given, by the problem's dimension (``QUICK_N`` with -quick)
 DEFAULT_N = {1: 4095, 2: 255, 3: 32}
+QUICK_N = {1: 1023, 2: 127, 3: 16}
 DEFAULT_OVERLAP = {1: 2, 2: 1, 3: 1}
 
-#: The default JSON goes to the repository's benchmarks/results/main_job/ wherever the job runs.
-DEFAULT_JSON = os.path.join(bench.RESULTS, "main_job", "main_job.json")
+#: A user's run writes under the working directory, never into the committed results: those
+#: are refreshed only by an explicit ``-out benchmarks/results/main_job``.
+DEFAULT_OUT = os.path.join("runs", "main_job")
 
 
 def spectral_space(opts):
@@ -111,22 +118,27 @@ def read_options(opts: PETSc.Options) -> dict:
         raise ValueError(f"unknown -problem {unknown or problems}; choose from "
                          f"{', '.join(sorted(PROBLEMS))}")
     methods = opts.getString("methods", "")
+    quick = opts.getBool("quick", False)
+    learned = LearnedSettings.from_options(opts)
+    if quick and not opts.hasName("attention_steps"):
+        learned.attention_steps = 10
     # None = not given: each problem gets its dimension's default
     return {
         "problems": problems,
         "n": opts.getInt("n") if opts.hasName("n") else None,
-        "subdomains": opts.getInt("subdomains", 64),
+        "subdomains": opts.getInt("subdomains", 16 if quick else 64),
         "overlap": opts.getInt("overlap") if opts.hasName("overlap") else None,
         "coarse_space": opts.getString("coarse_space", "hats"),
         "contrast": opts.getReal("contrast", 1e6),
         "field_seed": opts.getInt("field_seed", SEEDS["test"]),
         "methods": parse_methods(methods) if methods else None,
-        "learned": LearnedSettings.from_options(opts),
+        "learned": learned,
         "spectral": spectral_space(opts),
         "ksp_type": opts.getString("ksp_type", "cg"),
         "rtol": opts.getReal("rtol", 1e-8),
-        "json": opts.getString("json", DEFAULT_JSON),
-        "plot": opts.getString("plot", "poisson.png"),
+        "out": opts.getString("out", DEFAULT_OUT),
+        "plot": opts.getBool("plot", True),
+        "quick": quick,
         "seed": opts.getInt("seed", 0),
     }
 
@@ -144,10 +156,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for key in given:  # options passed in argv apply to this call only
             opts.delValue(key)
     cfg["argv"] = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    return [compare(cfg, name, len(cfg["problems"]) > 1) for name in cfg["problems"]]
+    return [compare(cfg, name) for name in cfg["problems"]]
 
 
-def compare(cfg: dict, name: str, several: bool) -> dict:
+def compare(cfg: dict, name: str) -> dict:
     """One problem's table: every method on the same matrix, decomposition and ``b``."""
     comm = PETSc.COMM_WORLD
     rank0 = comm.getRank() == 0
@@ -158,7 +170,8 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
     if name.startswith("random_"):
         kwargs["seed"] = cfg["field_seed"]
     dim = problem_dim(name)
-    problem = make_problem(name, DEFAULT_N[dim] if cfg["n"] is None else cfg["n"], **kwargs)
+    sizes = QUICK_N if cfg["quick"] else DEFAULT_N
+    problem = make_problem(name, sizes[dim] if cfg["n"] is None else cfg["n"], **kwargs)
     methods = cfg["methods"] or list(DEFAULT_METHODS if name.startswith("poisson")
                                      else CONTRAST_METHODS)
     overlap = DEFAULT_OVERLAP[dim] if cfg["overlap"] is None else cfg["overlap"]
@@ -185,17 +198,16 @@ def compare(cfg: dict, name: str, several: bool) -> dict:
                              {k: v for k, v in cfg.items() if k != "argv"}, comm.tompi4py())
     if rank0:
         print(format_table(results), flush=True)
-        for key in ("json", "plot"):
-            if not cfg[key]:
-                continue
-            stem, ext = os.path.splitext(cfg[key])
-            path = f"{stem}_{name}{ext}" if several else cfg[key]
-            if key == "json":
-                atomic_write_json(path, {"provenance": stamp, **report})
-            else:
+        if cfg["out"]:
+            os.makedirs(cfg["out"], exist_ok=True)
+            path = os.path.join(cfg["out"], f"main_job_{name}.json")
+            atomic_write_json(path, {"provenance": stamp, **report})
+            print(f"wrote {os.path.relpath(path)}")
+            if cfg["plot"]:
+                path = os.path.join(cfg["out"], f"main_job_{name}.png")
                 plot_histories(results, path, title=f"{problem.name}, n = {problem.n}, "
                                f"N = {case.dec.N}, {comm.getSize()} ranks")
-            print(f"wrote {os.path.relpath(path)}")
+                print(f"wrote {os.path.relpath(path)}")
     return report
 
 

@@ -27,13 +27,18 @@ def _check_report(report, ranks, methods, problem):
 
 
 def test_example_under_mpiexec(tmp_path):
-    out, png = tmp_path / "run.json", tmp_path / "run.png"
+    """Run as a user runs it: the JSON and the plot land together in ``-out``'s default under
+    the working directory, and the committed results stay as they were."""
+    committed = {p: p.read_bytes() for p in (ROOT / "benchmarks" / "results" / "main_job").iterdir()}
     cmd = ["mpiexec", "-n", "2", sys.executable, str(EXAMPLE), "-problem", "poisson1d",
-           "-n", "511", "-subdomains", "8", "-methods", "none,jacobi,asm,twolevel,gamg",
-           "-json", str(out), "-plot", str(png)]
+           "-n", "511", "-subdomains", "8", "-methods", "none,jacobi,asm,twolevel,gamg"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "| twolevel |" in proc.stdout
+    out = tmp_path / "runs" / "main_job" / "main_job_poisson1d.json"
+    png = out.with_suffix(".png")
+    assert {p: p.read_bytes() for p in committed} == committed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
     _check_report(json.loads(out.read_text()), 2, ["none", "jacobi", "asm", "twolevel", "gamg"],
                   "poisson1d")
     assert png.stat().st_size > 10_000
@@ -41,7 +46,7 @@ def test_example_under_mpiexec(tmp_path):
 
 def test_example_bad_option_is_a_clear_error(tmp_path):
     cmd = ["mpiexec", "-n", "2", sys.executable, str(EXAMPLE), "-methods", "asm,amg",
-           "-json", "", "-plot", ""]
+           "-out", ""]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode != 0
     assert "unknown method(s) ['amg']" in proc.stderr
@@ -50,14 +55,27 @@ def test_example_bad_option_is_a_clear_error(tmp_path):
 @pytest.mark.mpi
 def test_example_in_process(tmp_path):
     comm = MPI.COMM_WORLD
-    out = comm.bcast(str(tmp_path / "inproc.json"), root=0)
+    out = comm.bcast(str(tmp_path / "inproc"), root=0)
     mod = load_script("examples/poisson.py", "poisson_example")
     methods = ["asm", "twolevel"]
     report = mod.main(["-problem", "poisson2d", "-n", "31", "-subdomains", "16",
-                       "-methods", ",".join(methods), "-json", out, "-plot", ""])[0]
+                       "-methods", ",".join(methods), "-out", out, "-plot", "0"])[0]
     _check_report(report, comm.Get_size(), methods, "poisson2d")
     comm.Barrier()
-    assert json.load(open(out))["results"][1]["iterations"] == report["results"][1]["iterations"]
+    assert sorted(p.name for p in Path(out).iterdir()) == ["main_job_poisson2d.json"]
+    saved = json.load(open(Path(out) / "main_job_poisson2d.json"))
+    assert saved["results"][1]["iterations"] == report["results"][1]["iterations"]
+
+
+@pytest.mark.mpi
+def test_example_quick_form_is_the_full_job_made_small():
+    """``-quick`` (what CI runs before the tests) keeps the problems and methods and shrinks
+    the grid and the number of subdomains."""
+    mod = load_script("examples/poisson.py", "poisson_example")
+    report = mod.main(["-quick", "1", "-problem", "poisson2d", "-methods", "asm,twolevel",
+                       "-out", ""])[0]
+    assert report["problem"]["grid"] == [mod.QUICK_N[2]] * 2 and report["subdomains"] == 16
+    _check_report(report, MPI.COMM_WORLD.Get_size(), ["asm", "twolevel"], "poisson2d")
 
 
 @pytest.mark.mpi
@@ -68,7 +86,7 @@ def test_example_classical_coarse_spaces_on_a_random_field():
     methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral"]
     report = mod.main(["-problem", "random_channels", "-contrast", "1e6", "-field_seed", "2",
                        "-n", "47", "-subdomains", "16", "-methods", ",".join(methods),
-                       "-spectral_with_hats", "1", "-json", "", "-plot", ""])[0]
+                       "-spectral_with_hats", "1", "-out", ""])[0]
     _check_report(report, MPI.COMM_WORLD.Get_size(), methods, "random_channels")
     it = {r["method"]: r["iterations"] for r in report["results"]}
     assert it["spectral"] < it["twolevel"], it
@@ -77,16 +95,17 @@ def test_example_classical_coarse_spaces_on_a_random_field():
 @pytest.mark.mpi
 def test_example_learned_methods_train_then_load_from_cache(tmp_path):
     comm = MPI.COMM_WORLD
-    out = comm.bcast(str(tmp_path / "learned.json"), root=0)
+    out = comm.bcast(str(tmp_path / "learned"), root=0)
     cache = comm.bcast(str(tmp_path / "cache"), root=0)
     mod = load_script("examples/poisson.py", "poisson_example")
     args = ["-problem", "poisson1d", "-n", "255", "-subdomains", "8", "-cache", cache,
             "-methods", "twolevel,attention,learned_insitu", "-learned_insitu_steps", "4",
-            "-learned_insitu_eval_every", "2", "-attention_steps", "10", "-json", out, "-plot", ""]
+            "-learned_insitu_eval_every", "2", "-attention_steps", "10", "-out", out, "-plot", "0"]
     first = {r["method"]: r for r in mod.main(args)[0]["results"]}
     second = {r["method"]: r for r in mod.main(args)[0]["results"]}
     comm.Barrier()  # rank 0 writes the JSON after the others return
-    saved = {r["method"]: r for r in json.load(open(out))["results"]}
+    saved = {r["method"]: r for r in
+             json.load(open(Path(out) / "main_job_poisson1d.json"))["results"]}
     assert first["learned_insitu"]["train_s"] > 0 and first["attention"]["train_s"] > 0
     assert second["learned_insitu"]["train_s"] == 0 and second["attention"]["train_s"] == 0
     for res in (first, second, saved):
@@ -101,11 +120,11 @@ def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
     """The default two tables (Poisson, then an unseen random channels field) with the shipped
     model: no training, learned no worse than the hats on Poisson and far better on channels."""
     comm = MPI.COMM_WORLD
-    out = comm.bcast(str(tmp_path / "two.json"), root=0)
+    out = comm.bcast(str(tmp_path / "two"), root=0)
     mod = load_script("examples/poisson.py", "poisson_example")
     methods = ["asm", "twolevel", "spectral", "learned"]
     reports = mod.main(["-n", "127", "-subdomains", "16", "-methods", ",".join(methods),
-                        "-json", out, "-plot", ""])
+                        "-out", out, "-plot", "0"])
     assert [r["problem"]["name"] for r in reports] == ["poisson2d", "random_channels"]
     assert reports[1]["problem"]["seed"] == 200000
     its = []
@@ -117,7 +136,7 @@ def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
     assert its[1]["learned"] <= 0.75 * its[1]["twolevel"], its
     comm.Barrier()
     for name in ("poisson2d", "random_channels"):
-        assert json.loads((Path(out).parent / f"two_{name}.json").read_text())["ranks"] == \
+        assert json.loads((Path(out) / f"main_job_{name}.json").read_text())["ranks"] == \
             comm.size
 
 
@@ -134,8 +153,7 @@ def test_example_3d_problems_in_process():
     mod = _load_example()
     methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral", "gamg"]
     reports = mod.main(["-problem", "poisson3d,random_inclusions3d", "-n", "16",
-                        "-subdomains", "27", "-methods", ",".join(methods), "-json", "",
-                        "-plot", ""])
+                        "-subdomains", "27", "-methods", ",".join(methods), "-out", ""])
     assert [r["problem"]["name"] for r in reports] == ["poisson3d", "random_inclusions3d"]
     its = []
     for report in reports:
@@ -155,17 +173,16 @@ def test_example_3d_problems_in_process():
 def test_example_3d_default_size_and_bad_input():
     mod = _load_example()
     report = mod.main(["-problem", "poisson3d", "-subdomains", "8", "-methods", "gamg",
-                       "-json", "", "-plot", ""])[0]
+                       "-out", ""])[0]
     assert report["problem"]["grid"] == [mod.DEFAULT_N[3]] * 3 == [32, 32, 32]
     assert report["results"][0]["converged"]
     with pytest.raises(ValueError, match="5 subdomains along x .* N must not exceed"):
-        mod.main(["-problem", "poisson3d", "-n", "4", "-subdomains", "125", "-json", "",
-                  "-plot", ""])
+        mod.main(["-problem", "poisson3d", "-n", "4", "-subdomains", "125", "-out", ""])
     with pytest.raises(ValueError, match=re.escape("is outside [1, 1e+12]")):
         mod.main(["-problem", "random_channels3d", "-n", "4", "-contrast", "1e13",
-                  "-json", "", "-plot", ""])
+                  "-out", ""])
     with pytest.raises(ValueError, match="unknown -problem \\['poisson4d'\\]"):
-        mod.main(["-problem", "poisson4d", "-json", "", "-plot", ""])
+        mod.main(["-problem", "poisson4d", "-out", ""])
 
 
 @pytest.mark.mpi
@@ -177,7 +194,7 @@ def test_example_3d_learned_methods(tmp_path):
     report = mod.main(["-problem", "poisson3d", "-n", "8", "-subdomains", "8", "-cache", cache,
                        "-methods", "twolevel,attention_coarse,learned_insitu",
                        "-attention_steps", "4", "-learned_insitu_steps", "2",
-                       "-learned_insitu_eval_every", "1", "-json", "", "-plot", ""])[0]
+                       "-learned_insitu_eval_every", "1", "-out", ""])[0]
     res = {r["method"]: r for r in report["results"]}
     for m in ("twolevel", "attention_coarse", "learned_insitu"):
         assert res[m]["converged"] and res[m]["rnorm_true"] < 1e-8, res[m]
