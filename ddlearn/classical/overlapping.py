@@ -3,7 +3,7 @@ r"""The one-level overlapping Schwarz operator :math:`M_{AS1}^{-1} = \sum_i R_i^
 (``restrict``, RAS) as PETSc's PCASM fed our index sets.
 
 ``subdomains`` is anything with ``index_sets(overlapping: bool)`` returning this rank's PETSc
-index sets in the matrix's numbering (:class:`~ddlearn.decomposition.layout.Layout`,
+index sets in the matrix's numbering (:class:`~ddlearn.decomposition.petsc_rows.RowLayout`,
 :class:`~ddlearn.decomposition.subdomains.Subdomains`).
 
 The local solves are exact: each block :math:`A_i = R_i A R_i^T` is factored once per set-up
@@ -23,7 +23,7 @@ import numpy as np
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import sequential_aij
+from ..decomposition.petsc_rows import sequential_aij
 
 __all__ = ["ASM_TYPES", "LOCAL_SOLVERS", "LocalFactorisation", "is_symmetric",
            "available_local_solvers",
@@ -260,7 +260,7 @@ _ROWS_SHOWN = 3
 
 
 def _subdomain_ids(subdomains, count: int) -> list:
-    """The global ids of this rank's ``count`` subdomains (a Layout's or Subdomains' own)."""
+    """The global ids of this rank's ``count`` subdomains (a RowLayout's or Subdomains' own)."""
     for name in ("ids", "local_subdomains"):
         ids = getattr(subdomains, name, None)
         if ids is not None and len(ids) == count:

@@ -23,8 +23,9 @@ An in-situ learned coarse space (checkpoint kind ``learned-two-level``, from
 :class:`~ddlearn.pc.twolevel.TwoLevelSchwarzPC` instead:
 ``-ddlearn_coarse_space learned_insitu -ddlearn_learned_insitu_model FILE``. A nonsymmetric
 mode is refused when the options database asks CG, CR or MINRES of the same prefix. The matrix
-must be in the model's layout (``ddlearn.decomposition.layout.Layout(...).matrix(problem)``); a
-mismatch is refused on every rank.
+must be in the model's row layout
+(``ddlearn.decomposition.petsc_rows.RowLayout(...).matrix(problem)``); a mismatch is refused on
+every rank.
 """
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ class SchwarzAttentionPC:
         collective_check(comm, P.getSizes()[0] == (layout.nlocal, layout.n),
                          f"the matrix has row layout {P.getSizes()[0]} on rank {layout.rank} but "
                          f"the model's decomposition needs ({layout.nlocal}, {layout.n}): assemble "
-                         f"A with ddlearn.decomposition.layout.Layout for the model's "
+                         f"A with ddlearn.decomposition.petsc_rows.RowLayout for the model's "
                          f"decomposition, or load a model trained for this problem")
         coords = get_coordinates(pc, P)
         dim, grid = len(layout.dec.grid), layout.dec.grid

@@ -46,7 +46,7 @@ from ..classical.krylov import check_symmetric, options_ksp_type, require_symmet
 from ..classical.splitting import subdomain_neumann
 from ..classical.twolevel import TwoLevelSchwarz
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import sequential_aij
+from ..decomposition.petsc_rows import sequential_aij
 from ..decomposition.nullspace import near_null_space
 from ..decomposition.subdomains import Subdomains
 from ..decomposition.timing import Timer
