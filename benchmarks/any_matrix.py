@@ -32,7 +32,7 @@ from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition import Decomposition  # noqa: E402
-from ddlearn.decomposition.layout import Layout  # noqa: E402
+from ddlearn.decomposition.petsc_rows import RowLayout as Layout  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.methods import Case, run_methods  # noqa: E402

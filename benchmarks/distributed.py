@@ -32,7 +32,7 @@ def worker(out: str) -> None:
     from ddlearn.learned.operators.attention import SchwarzAttention
     from ddlearn.learned.operators.data import make_splits
     from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
-    from ddlearn.decomposition.layout import Layout
+    from ddlearn.decomposition.petsc_rows import RowLayout as Layout
     from ddlearn.decomposition.problems import Poisson1D
     from ddlearn.learned.operators.training import TrainConfig, train
     from ddlearn.classical.overlapping import configure_asm, exact_local_solves

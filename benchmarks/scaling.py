@@ -70,7 +70,7 @@ petsc4py.init([sys.argv[0]])
 from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.decomposition.layout import distributed_aij  # noqa: E402
+from ddlearn.decomposition.petsc_rows import distributed_aij  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402

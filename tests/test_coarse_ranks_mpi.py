@@ -10,7 +10,7 @@ from petsc4py import PETSc
 import petsc_client
 from conftest import (apply_gathered, channels_system, converged_iterations, pc_from_options,
                       petsc_options, raised_everywhere, solve_with_pc_options, view_text)
-from ddlearn.decomposition.layout import column_groups
+from ddlearn.decomposition.petsc_rows import column_groups
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD

@@ -131,11 +131,11 @@ def test_3d_grid_coarse_spaces(name):
 def test_3d_distributed_matrix_is_the_serial_one():
     """The 3D problem assembled from each rank's own rows in the subdomain ordering is the
     serial matrix, permuted."""
-    from ddlearn.decomposition.layout import Layout
+    from ddlearn.decomposition.petsc_rows import RowLayout
     from ddlearn.decomposition.problems import make_problem
     problem = make_problem("random_inclusions3d", 7, contrast=1e6, seed=2)
     dec = Decomposition(problem.grid, 8, 1)
-    layout = Layout(dec, MPI.COMM_WORLD)
+    layout = RowLayout(dec, MPI.COMM_WORLD)
     A = layout.matrix(problem)
     v = np.random.default_rng(1).standard_normal(dec.n)
     x, y = A.createVecs()

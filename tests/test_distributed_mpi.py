@@ -9,7 +9,7 @@ from conftest import raised_everywhere
 from ddlearn.learned.operators.attention import SchwarzAttention
 from ddlearn.learned.operators.data import make_splits
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
-from ddlearn.decomposition.layout import Layout
+from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.decomposition.problems import Poisson1D
 from ddlearn.learned.operators.training import TrainConfig, train
 
@@ -68,7 +68,7 @@ def test_training_parity_with_serial():
     serial = SchwarzAttention((63,), 4, 2, 3, seed=5)
     d = DistributedSchwarzAttention(serial)  # same initial parameters, sliced
     ser = train(serial, make_splits(p, 64, 16, 16, modes=16), cfg)
-    A = Layout(serial.dec).matrix(p)
+    A = RowLayout(serial.dec).matrix(p)
     solver = PetscExactSolver(A)
     local = make_splits(p, 64, 16, 16, modes=16, rows=d.layout.local_natural(), solve=solver)
     dist = train(d, local, cfg, comm=COMM)

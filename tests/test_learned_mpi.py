@@ -11,7 +11,7 @@ from ddlearn.classical.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.operators.attention import SchwarzAttention
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
-from ddlearn.decomposition.layout import Layout
+from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.learned.coarse.basis import (aslinearoperator, basis_correction_model, distributed_basis,
                                    gather_smoothing, learned_meta, perturb_)
 from ddlearn.learned.coarse.pc_training import (PCTrainConfig, held_out_iterations, held_out_rhs,
@@ -56,7 +56,7 @@ def test_learned_pc_from_options(tmp_path, name, n, N, overlap):
     p = make_problem(name, n)
     S = _perturbed(Decomposition(p.grid, N, overlap))
     path = _save(tmp_path, f"learned-{name}.pt", S, p)
-    layout = Layout(S.dec)
+    layout = RowLayout(S.dec)
     A = layout.matrix(p)
     xs = np.random.default_rng(0).uniform(-1, 1, p.n)
     b = layout.from_natural(xs)
@@ -173,15 +173,15 @@ def test_learned_pc_bad_inputs_on_every_rank(tmp_path):
         open(corrupt, "wb").write(b"not a checkpoint")
     COMM.Barrier()
     other = make_problem("poisson1d", 127)
-    A_other = Layout(Decomposition(other.grid, 4, 2)).matrix(other)
-    A = Layout(dec).matrix(p)
+    A_other = RowLayout(Decomposition(other.grid, 4, 2)).matrix(other)
+    A = RowLayout(dec).matrix(p)
     b, b_other = A.createVecLeft(), A_other.createVecLeft()
     b.set(1.0), b_other.set(1.0)
     # same grid and decomposition, other coefficients: same layout, refused by the fingerprint
     p2 = make_problem("poisson2d", 15)
     dec2 = Decomposition(p2.grid, 4, 1)
     path2 = _save(tmp_path, "poisson.pt", _perturbed(dec2), p2)
-    A_ch = Layout(dec2).matrix(make_problem("channels", 15))
+    A_ch = RowLayout(dec2).matrix(make_problem("channels", 15))
     b_ch = A_ch.createVecLeft()
     b_ch.set(1.0)
     # a paper-form operator (no learned coarse-space metadata) given as the checkpoint
@@ -221,7 +221,7 @@ def test_learned_pc_view(tmp_path):
     p = make_problem("poisson2d", 15)
     dec = Decomposition(p.grid, 4, 1)
     path = _save(tmp_path, "view.pt", _perturbed(dec), p)
-    A = Layout(dec).matrix(p)
+    A = RowLayout(dec).matrix(p)
     pc = pc_from_options(A, "view_", pc=PC, **_insitu(path))
     out = view_text(pc, tmp_path / "view.txt")
     for text in ("coarse space learned", "N = 4 subdomains", "n_0 = 1 ", "untrained",
@@ -236,7 +236,7 @@ def test_learned_coarse_space_in_natural_ordering(tmp_path):
     p = make_problem("poisson2d", 23)
     dec = Decomposition(p.grid, 9, 1)
     path = _save(tmp_path, "natural.pt", _perturbed(dec), p)
-    layout = Layout(dec)
+    layout = RowLayout(dec)
     A_dd = layout.matrix(p)
     rows = p.matrix()
     A_nat = PETSc.Mat().createAIJ((p.n, p.n), comm=PETSc.COMM_WORLD)

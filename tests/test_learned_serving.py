@@ -9,7 +9,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import client_matrix, gathered_csr, pc_from_options, raised_everywhere, view_text
-from ddlearn.decomposition.layout import distributed_aij
+from ddlearn.decomposition.petsc_rows import distributed_aij
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.learned.coarse.patches import PatchBatch
 from ddlearn.learned.coarse.refinement import refine_checked

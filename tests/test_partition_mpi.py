@@ -9,7 +9,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import raised_everywhere
-from ddlearn.decomposition import layout, partition
+from ddlearn.decomposition import partition, petsc_rows
 from ddlearn.decomposition.coarse import hats_on_boxes
 from ddlearn.decomposition.parallel_partition import assign_holders, rank_shares
 from ddlearn.decomposition.partition import (box_partition, grow_overlap, metis_partition,
@@ -63,7 +63,7 @@ def no_gather(monkeypatch):
         raise AssertionError("the gather-free partition gathered rows on one rank")
     monkeypatch.setattr(partition, "gather_rows", refuse)  # what the partitioners call
     for name in ("gather_rows", "gather_matrix"):
-        monkeypatch.setattr(layout, name, refuse)
+        monkeypatch.setattr(petsc_rows, name, refuse)
 
 
 def _by_id(s: Subdomains, which: str = "overlapping") -> dict:

@@ -9,7 +9,7 @@ from petsc4py import PETSc
 from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
 from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.operators.attention import SchwarzAttention
-from ddlearn.decomposition.layout import Layout
+from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 from ddlearn.pc import set_coordinates
@@ -31,7 +31,7 @@ def _model_file(tmp_path, problem, N, overlap, r, symmetric=True, name="pc.pt"):
 def test_pc_from_options_solves_and_matches_reference(tmp_path, name, n, N, overlap):
     p = make_problem(name, n)
     path, model = _model_file(tmp_path, p, N, overlap, 2)
-    layout = Layout(model.dec)
+    layout = RowLayout(model.dec)
     A = layout.matrix(p)
     b = layout.from_natural(np.random.default_rng(0).uniform(-1, 1, p.n))
     res = solve_with_pc_options(A, b, "pctest_", model=path, mode="additive")
@@ -75,7 +75,7 @@ def test_pc_view_describes_model(tmp_path):
 def test_pc_bad_inputs_on_every_rank(tmp_path):
     p = make_problem("poisson1d", 63)
     path, model = _model_file(tmp_path, p, 4, 2, 2, name="bad.pt")
-    other = Layout(SchwarzAttention((127,), 4, 2, 2).dec).matrix(make_problem("poisson1d", 127))
+    other = RowLayout(SchwarzAttention((127,), 4, 2, 2).dec).matrix(make_problem("poisson1d", 127))
     b = other.createVecLeft()
     b.set(1.0)
 
@@ -93,7 +93,7 @@ def test_pc_bad_inputs_on_every_rank(tmp_path):
     p2 = make_problem("poisson2d", 8)
     path2, model2 = _model_file(tmp_path, p2, 4, 1, 2, name="flat.pt")
     cube = make_problem("poisson3d", 4)
-    L = Layout(model2.dec)
+    L = RowLayout(model2.dec)
     rows = cube.rows(L.local_natural())
     A3 = L.aij(sp.csr_matrix((rows.data, L.iperm[rows.indices], rows.indptr), shape=rows.shape))
     set_coordinates(A3, cube.coordinates()[L.local_natural()])

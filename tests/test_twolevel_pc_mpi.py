@@ -13,7 +13,7 @@ import petsc_client
 from conftest import (apply_gathered, client_matrix, pc_from_options, petsc_options,
                       raised_everywhere, solve_with_pc_options, view_text)
 from ddlearn.decomposition import Decomposition
-from ddlearn.decomposition.layout import Layout
+from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.pc import set_coordinates, two_level
 
@@ -24,7 +24,7 @@ PC = "TwoLevelSchwarzPC"
 
 def _ddlearn_ordering(problem, N):
     """The same problem assembled in ddlearn's subdomain ordering, with coordinates."""
-    layout = Layout(Decomposition(problem.grid, N, 1))
+    layout = RowLayout(Decomposition(problem.grid, N, 1))
     A = layout.matrix(problem)
     set_coordinates(A, problem.coordinates()[layout.local_natural()])
     return layout, A

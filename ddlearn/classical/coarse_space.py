@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from ..decomposition.layout import (coarse_basis_matrix, coarse_owners, coarse_ranges,
+from ..decomposition.petsc_rows import (coarse_basis_matrix, coarse_owners, coarse_ranges,
                                     distributed_aij, scatter_rows, set_column_groups,
                                     set_galerkin)
 
@@ -244,10 +244,10 @@ def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int = 0,
                  coarse_ranks: int = 1) -> PETSc.Mat:
     r""":math:`\Phi` as a PETSc matrix: the rows of ``inp.A``, the columns in contiguous blocks on
     ``coarse_ranks`` ranks spread evenly from ``coarse_rank``
-    (:func:`~ddlearn.decomposition.layout.coarse_owners`), cut where a subdomain's columns end
+    (:func:`~ddlearn.decomposition.petsc_rows.coarse_owners`), cut where a subdomain's columns end
     (``vectors.breaks``), so :math:`\Phi^Tx` lands there and each subdomain's coarse functions
     on one rank. ``coarse_ranks = 1``: all columns on ``coarse_rank``. The column groups travel
-    with the matrix (:func:`~ddlearn.decomposition.layout.column_groups`). Collective; needs
+    with the matrix (:func:`~ddlearn.decomposition.petsc_rows.column_groups`). Collective; needs
     ``1 <= coarse_ranks <= min(ranks, n0)``."""
     comm = inp.comm
     owners = coarse_owners(comm.getSize(), coarse_ranks, coarse_rank)

@@ -35,7 +35,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import (column_groups, distributed_aij, set_column_groups,
+from ..decomposition.petsc_rows import (column_groups, distributed_aij, set_column_groups,
                                     take_galerkin)
 from ..decomposition.timing import Timer
 from .overlapping import available_local_solvers

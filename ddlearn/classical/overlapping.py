@@ -3,7 +3,7 @@ r"""The one-level overlapping Schwarz operator :math:`M_{AS1}^{-1} = \sum_i R_i^
 (``restrict``, RAS) as PETSc's PCASM fed our index sets.
 
 ``subdomains`` is anything with ``index_sets(overlapping: bool)`` returning this rank's PETSc
-index sets in the matrix's numbering (:class:`~ddlearn.decomposition.layout.Layout`,
+index sets in the matrix's numbering (:class:`~ddlearn.decomposition.petsc_rows.RowLayout`,
 :class:`~ddlearn.decomposition.subdomains.Subdomains`).
 
 The local solves are exact: each block :math:`A_i = R_i A R_i^T` is factored once per set-up
@@ -23,12 +23,12 @@ import numpy as np
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import sequential_aij
+from ..decomposition.petsc_rows import sequential_aij
 
 __all__ = ["ASM_TYPES", "LOCAL_SOLVERS", "LocalFactorisation", "is_symmetric",
            "available_local_solvers",
            "check_local_solver", "local_factorisation", "configure_asm", "asm_pc",
-           "exact_local_solves", "factor_blocks", "local_solves_of", "SparseSolver"]
+           "exact_local_solves", "factor_blocks", "SparseSolver"]
 
 ASM_TYPES = {"basic": PETSc.PC.ASMType.BASIC, "restrict": PETSc.PC.ASMType.RESTRICT,
              "interpolate": PETSc.PC.ASMType.INTERPOLATE}
@@ -260,7 +260,7 @@ _ROWS_SHOWN = 3
 
 
 def _subdomain_ids(subdomains, count: int) -> list:
-    """The global ids of this rank's ``count`` subdomains (a Layout's or Subdomains' own)."""
+    """The global ids of this rank's ``count`` subdomains (a RowLayout's or Subdomains' own)."""
     for name in ("ids", "local_subdomains"):
         ids = getattr(subdomains, name, None)
         if ids is not None and len(ids) == count:
@@ -398,8 +398,7 @@ def asm_pc(A: PETSc.Mat, subdomains, variant: str = "basic", prefix: str = "",
     solves by default, the factorisation ``solver`` of :func:`local_factorisation`, the blocks
     factored and checked by :func:`factor_blocks`), reading options under ``prefix``. A later
     ``setOperators`` + ``setUp`` + :func:`factor_blocks` with new values of the same structure
-    refactors the blocks and reuses the rest. What the blocks use is
-    :func:`local_solves_of` the PC. With ``factor=False`` the blocks are extracted and their
+    refactors the blocks and reuses the rest. With ``factor=False`` the blocks are extracted and their
     factorisation chosen, not run: :func:`factor_blocks` runs it (in between, a coarse space
     may share it, :mod:`~ddlearn.classical.shared_factor`)."""
     pc = PETSc.PC().create(comm=A.getComm())
@@ -412,16 +411,9 @@ def asm_pc(A: PETSc.Mat, subdomains, variant: str = "basic", prefix: str = "",
         exact_local_solves(pc, solver)
         return pc
     try:  # factor now, so that set-up time is set-up time
-        pc.setAttr(_ATTR, factor_blocks(pc, subdomains, solver))
+        factor_blocks(pc, subdomains, solver)
     except ValueError:
         pc.destroy()  # collective: every rank raised the same error
         raise
     return pc
 
-
-_ATTR = "ddlearn_local_factorisation"
-
-
-def local_solves_of(pc: PETSc.PC) -> LocalFactorisation | None:
-    """What the blocks of a PC built by :func:`asm_pc` use (``None`` for another PC)."""
-    return pc.getAttr(_ATTR)

@@ -10,7 +10,8 @@ block's pattern too. The ordering and the symbolic factorisation depend on the p
 so one serves both:
 
 1. the one-level PCASM is set up (blocks extracted, local factorisation chosen) and not yet
-   factored (:meth:`ddlearn.classical.twolevel.TwoLevelSchwarz.prepare`);
+   factored (:meth:`ddlearn.classical.twolevel.TwoLevelOperator.initialize` or
+   :meth:`~ddlearn.classical.twolevel.TwoLevelOperator.update`);
 2. per subdomain the block takes :math:`M_i`'s values and its own sub-PC factors it (ordering,
    symbolic, numeric), and the eigensolver's spectral transform solves with that very PC
    (:meth:`LocalBlocks.factored`);

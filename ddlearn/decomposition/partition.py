@@ -21,7 +21,7 @@ most of its rows, grows it by graph layers and forms the partition of unity. The
   never cross a rank boundary and depend on the number of ranks;
 - ``local``: each rank's rows are one subdomain (PCHPDDM's default; ``N`` = the ranks);
 - ``groups``: on a coarse matrix that carries its column groups (one per fine subdomain,
-  :func:`~.layout.column_groups`), unions of whole groups, METIS on each rank's groups (the
+  :func:`~.petsc_rows.column_groups`), unions of whole groups, METIS on each rank's groups (the
   default there: the coarse level of a three-level method).
 
 Cost. Only ``metis`` gathers: the graph on rank 0 (:math:`O(\mathrm{nnz})` memory there, fine
@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from petsc4py import PETSc
 
 from .collective import collective_check
-from .layout import column_groups, gather_rows
+from .petsc_rows import column_groups, gather_rows
 from .parallel_partition import DistributedGraph, distinct_values, rank_shares, rcb_labels
 from .serial_partition import box_partition, grow_overlap, metis_partition, rcb_partition
 
@@ -165,7 +165,7 @@ def local(inp: PartitionInput) -> Labels:
 
 def groups(inp: PartitionInput) -> Labels:
     r"""Parts of a coarse matrix made of whole column groups (one per fine subdomain,
-    :func:`~.layout.column_groups`): each rank splits the groups in its rows (cut at its
+    :func:`~.petsc_rows.column_groups`): each rank splits the groups in its rows (cut at its
     ownership range where a group crosses it) into its share of the ``N`` parts, proportional
     to its number of groups, by METIS on the groups' graph :math:`G = S^T|A_{rr}|S`
     (:math:`S`: row-to-group incidence, :math:`A_{rr}` this rank's diagonal block); empty parts

@@ -86,8 +86,8 @@ class Subdomains:
     Built collectively: :meth:`from_matrix` (ddlearn partitions), :meth:`from_sets` (the user's
     index sets, like ``PCASMSetLocalSubdomains``), :meth:`from_layout` (a structured
     decomposition). Indices are global rows of the matrix (its own numbering); the interface
-    matches :class:`~.layout.Layout` where the classical layer needs it (:meth:`index_sets`,
-    ``comm``, ``coarse_rank``). With block size :math:`b > 1` the dofs
+    matches :class:`~.petsc_rows.RowLayout` where the classical layer needs it
+    (:meth:`index_sets`, ``comm``, ``coarse_rank``). With block size :math:`b > 1` the dofs
     :math:`b\,a, \dots, b\,a+b-1` form node :math:`a`, and no subdomain splits a node.
 
     Attributes
@@ -334,8 +334,8 @@ class Subdomains:
 
     @classmethod
     def from_layout(cls, layout, to_global: np.ndarray) -> "Subdomains":
-        """The subdomains of a structured :class:`~.layout.Layout` in another numbering of the
-        same unknowns: ``to_global[j]`` is the matrix row holding natural unknown ``j``."""
+        """The subdomains of a structured :class:`~.petsc_rows.RowLayout` in another numbering
+        of the same unknowns: ``to_global[j]`` is the matrix row holding natural unknown ``j``."""
         dec = layout.dec
         local = layout.local_subdomains
         overlapping, weights = [], []

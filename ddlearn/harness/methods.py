@@ -18,7 +18,7 @@ from ddlearn.classical.coarse.spectral import Spectral
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
 from ddlearn.classical.coarse import grid_basis
-from ddlearn.decomposition.layout import Layout
+from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
 from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC, set_coordinates
@@ -36,7 +36,7 @@ class Case:
 
     problem: object
     dec: Decomposition
-    layout: Layout
+    layout: RowLayout
     A: PETSc.Mat
     Phi: sp.csr_matrix
     PhiP: PETSc.Mat
@@ -50,7 +50,7 @@ class Case:
         """The case with ``A`` in ddlearn's subdomain ordering and the grid coordinates attached
         to it (so that ddlearn's options-driven PC finds them)."""
         dec = Decomposition(problem.grid, N, overlap)
-        layout = Layout(dec, comm, coarse_rank)
+        layout = RowLayout(dec, comm, coarse_rank)
         Phi = grid_basis(coarse, dec)
         A = layout.matrix(problem)
         set_coordinates(A, problem.coordinates()[layout.local_natural()])

@@ -23,8 +23,9 @@ An in-situ learned coarse space (checkpoint kind ``learned-two-level``, from
 :class:`~ddlearn.pc.twolevel.TwoLevelSchwarzPC` instead:
 ``-ddlearn_coarse_space learned_insitu -ddlearn_learned_insitu_model FILE``. A nonsymmetric
 mode is refused when the options database asks CG, CR or MINRES of the same prefix. The matrix
-must be in the model's layout (``ddlearn.decomposition.layout.Layout(...).matrix(problem)``); a
-mismatch is refused on every rank.
+must be in the model's row layout
+(``ddlearn.decomposition.petsc_rows.RowLayout(...).matrix(problem)``); a mismatch is refused on
+every rank.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from petsc4py import PETSc
 
 from ..classical.krylov import require_symmetric_pc
 from ..classical.overlapping import asm_pc
+from ..classical.twolevel import matrix_structure
 from ..decomposition.collective import collective_check
 from ..learned.coarse.basis import INSITU_KIND
 from ..learned.operators.distributed import DistributedSchwarzAttention
@@ -50,7 +52,7 @@ class SchwarzAttentionPC:
     def __init__(self, model: DistributedSchwarzAttention | None = None,
                  mode: str = "additive", path: str | None = None, coarse_rank: int = 0):
         self.model, self.mode, self.path, self.coarse_rank = model, mode, path, coarse_rank
-        self.asm = self.work = None
+        self.asm = self.work = self._structure = None
         self._owns_model = model is None
 
     @property
@@ -87,7 +89,7 @@ class SchwarzAttentionPC:
         collective_check(comm, P.getSizes()[0] == (layout.nlocal, layout.n),
                          f"the matrix has row layout {P.getSizes()[0]} on rank {layout.rank} but "
                          f"the model's decomposition needs ({layout.nlocal}, {layout.n}): assemble "
-                         f"A with ddlearn.decomposition.layout.Layout for the model's "
+                         f"A with ddlearn.decomposition.petsc_rows.RowLayout for the model's "
                          f"decomposition, or load a model trained for this problem")
         coords = get_coordinates(pc, P)
         dim, grid = len(layout.dec.grid), layout.dec.grid
@@ -98,14 +100,19 @@ class SchwarzAttentionPC:
                          f"the matrix's coordinates are {got}D but the model was trained on the "
                          f"{dim}D grid {list(grid)}: train a model on this problem "
                          f"(examples/poisson.py -problem NAME -methods attention)")
-        if self.mode == "additive":
-            if self.asm is None:
-                self.asm = asm_pc(P, layout, "basic",
-                                  (pc.getOptionsPrefix() or "") + "ddlearn_local_")
-                self.work = P.createVecLeft()
-            else:  # new values of the operator: refactor the blocks
-                self.asm.setOperators(P, P)
-                self.asm.setUp()
+        if self.mode != "additive":
+            return
+        # the two-level method's rule: the same nonzero structure is an update (new values:
+        # the blocks refactored), anything else a new one-level part
+        structure = matrix_structure(P)
+        if self.asm is not None and self._structure == structure:
+            self.asm.setOperators(P, P)
+            self.asm.setUp()
+        else:
+            self.reset(pc)
+            self.asm = asm_pc(P, layout, "basic", (pc.getOptionsPrefix() or "") + "ddlearn_local_")
+            self.work = P.createVecLeft()
+        self._structure = structure
 
     def _apply(self, pc, x, y, transpose):
         self.model.apply(x, y, transpose=transpose)
@@ -140,7 +147,7 @@ class SchwarzAttentionPC:
         for o in (self.asm, self.work):
             if o is not None:
                 o.destroy()
-        self.asm = self.work = None
+        self.asm = self.work = self._structure = None
 
     def destroy(self, pc: PETSc.PC) -> None:
         # Collective: release PETSc objects now, not in garbage-collection order.

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from ..decomposition.layout import sequential_aij
+from ..decomposition.petsc_rows import sequential_aij
 from ..decomposition.problems import make_problem
 from ..learned.operators import checkpoint as ckpt_io
 from ..learned.coarse.basis import INSITU_KIND, VARIANTS, LearnedBasis

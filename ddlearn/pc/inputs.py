@@ -19,7 +19,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import sequential_aij
+from ..decomposition.petsc_rows import sequential_aij
 
 __all__ = ["set_coordinates", "get_coordinates", "set_subdomains", "user_subdomains",
            "set_auxiliary_matrices", "user_auxiliary"]

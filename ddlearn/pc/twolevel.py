@@ -46,7 +46,7 @@ from ..classical.krylov import check_symmetric, options_ksp_type, require_symmet
 from ..classical.splitting import subdomain_neumann
 from ..classical.twolevel import TwoLevelSchwarz
 from ..decomposition.collective import collective_check
-from ..decomposition.layout import sequential_aij
+from ..decomposition.petsc_rows import sequential_aij
 from ..decomposition.nullspace import near_null_space
 from ..decomposition.subdomains import Subdomains
 from ..decomposition.timing import Timer
@@ -56,7 +56,7 @@ from .settings import Settings
 __all__ = ["TwoLevelSchwarzPC", "TwoLevel", "two_level"]
 
 
-class TwoLevelSchwarzPC:
+class TwoLevelSchwarzPC(TwoLevelSchwarz):
     """petsc4py Python PC context: two-level Schwarz with a pluggable coarse space on the
     user's own matrix; see the module docstring for the options.
 
@@ -65,15 +65,15 @@ class TwoLevelSchwarzPC:
     (``"hats+spectral"``) or a :class:`~ddlearn.classical.coarse_space.CoarseSpace`
     (``Hats() + Spectral(nev=8)``).
 
-    Life cycle (PETSc's re-setup semantics, in the two phases of Firedrake's ``PCBase`` and
-    FROSch's initialize/compute): :meth:`initialize` builds the *structure* (partition,
-    overlap, index sets, the coarse space's inputs) and :meth:`update` the *values* (the coarse
-    basis, once, or again when it depends on the values; the local factorisations and
-    :math:`A_0`). A set-up for new values in the same matrix runs :meth:`update` alone; another
-    matrix (or a new nonzero structure) runs both; ``KSPSetReusePreconditioner`` skips both.
+    Life cycle: that of :class:`~ddlearn.classical.twolevel.TwoLevelSchwarz` (PETSc's re-setup
+    semantics, decided once there), which this class extends in two places only:
+    :meth:`initialize` builds the *structure* first (partition, overlap, index sets, the coarse
+    space's inputs), and :meth:`coarse_basis` builds the basis once, or again on every update
+    when it depends on the values. A set-up for new values in the same matrix is an update;
+    another matrix (or a new nonzero structure) an initialize.
 
     :attr:`timing`: the set-up split (slowest rank; ``partition_s``, ``basis_s``, and
-    :class:`~ddlearn.classical.twolevel.TwoLevelSchwarz`'s ``local_s``, ``coarse_product_s``,
+    :class:`~ddlearn.classical.twolevel.TwoLevelOperator`'s ``local_s``, ``coarse_product_s``,
     ``coarse_setup_s``, ``coarse_s``) and this rank's applies since the set-up (``applies``,
     ``apply_local_s``, ``apply_coarse_s``), kept after :meth:`reset` and ``destroy`` until the
     next set-up; :attr:`meta`: what was built (``n0``, ``coarse_ranks``, ``coarse_solver``, the
@@ -85,11 +85,13 @@ class TwoLevelSchwarzPC:
                  local_type: str = "basic", coarse_rank: int = 0,
                  correction: str = "additive", near_null_space: str = "auto",
                  coarse_ranks: int = 1, local_solver: str = "auto"):
+        # the operator's form comes from the settings, checked with the options at set-up
+        super().__init__(None, None, prefix="ddlearn_")
         self.settings = Settings(coarse_space, subdomains, overlap, partition, local_type,
                                  coarse_rank, correction, near_null_space, coarse_ranks,
                                  local_solver)
         self.space: CoarseSpace | None = None
-        self.two_level = self.subdomains = self.Phi = self._input = None
+        self._input = None
         self._from_level_above = False
         self._setup_s: dict = {}
         self.meta: dict = {}
@@ -109,12 +111,15 @@ class TwoLevelSchwarzPC:
     @property
     def timing(self) -> dict:
         """The set-up split and this rank's apply split (see the class docstring)."""
-        return {**self._setup_s, **(self.two_level.timing if self.two_level else {})}
+        return {**self._setup_s, **super().timing}
 
     def setFromOptions(self, pc: PETSc.PC) -> None:
         self.settings.read(_prefix(pc))
 
     def setUp(self, pc: PETSc.PC) -> None:
+        """The checks of the matrix and the settings, the set-up
+        (:meth:`TwoLevelSchwarz.setUp`: initialize or update), the check of the coarse solve
+        it chose (collective)."""
         comm, prefix = pc.getComm(), _prefix(pc)
         _, P = pc.getOperators()
         rows, cols = P.getSize()
@@ -124,9 +129,7 @@ class TwoLevelSchwarzPC:
         require_symmetric_pc(pc, self.settings.symmetric, f"-{prefix}local_type basic with an "
                              f"additive or balanced -{prefix}coarse_correction")
         self._setup_s = {"partition_s": 0.0, "basis_s": 0.0}
-        if self.two_level is None or not self.two_level.same_structure(P):
-            self.initialize(pc, P)
-        self.update(pc, P)
+        super().setUp(pc)
         # known only now: whether the coarse KSP the options chose is a fixed linear map
         require_symmetric_pc(pc, self.symmetric,
                              f"a coarse solve that is a fixed linear map (-{prefix}coarse_ksp_"
@@ -137,9 +140,8 @@ class TwoLevelSchwarzPC:
 
     def initialize(self, pc: PETSc.PC, P: PETSc.Mat) -> None:
         """The structure for ``P`` (collective): the coarse space's family, the subdomains
-        (partition and overlap), the coarse space's inputs and the two-level operator's index
-        sets; no factorisation and no coarse basis yet (:meth:`update`)."""
-        self.reset(pc)
+        (partition and overlap), the coarse space's inputs; then the operator
+        (:meth:`TwoLevelSchwarz.initialize`, which builds the basis in :meth:`coarse_basis`)."""
         comm, prefix, s = pc.getComm(), _prefix(pc), self.settings
         timer = Timer()
         mpi = comm.tompi4py()
@@ -175,24 +177,22 @@ class TwoLevelSchwarzPC:
             # a coarse level below a spectral one: its Neumann matrices from the level above
             self._input.auxiliary = subdomain_neumann(P, self.subdomains, prefix)
             self._from_level_above = self._input.auxiliary is not None
-        self.two_level = TwoLevelSchwarz(self.subdomains, None, s.local_type, "ddlearn_",
-                                         s.correction, s.local_solver)
+        self.variant, self.correction, self.local_solver = \
+            s.local_type, s.correction, s.local_solver
         timer.lap("basis_s")
         self._setup_s = timer.slowest(comm)
+        super().initialize(pc, P)
 
-    def update(self, pc: PETSc.PC, P: PETSc.Mat) -> None:
-        """The values of ``P`` on the structure of :meth:`initialize` (collective): the coarse
-        basis (the first time, and every time for a value-dependent space), then the local
-        factorisations and the coarse operator :math:`A_0 = \\Phi^TA\\Phi`
-        (:meth:`TwoLevelSchwarz.setUp`: symbolic the first time, numeric after). The local
-        blocks are extracted before the basis, so that a spectral space factors its pencil on
-        their symbolic factorisation (:mod:`~ddlearn.classical.shared_factor`)."""
-        blocks = self.two_level.prepare(pc, P)
+    def coarse_basis(self, pc: PETSc.PC, P: PETSc.Mat, blocks, initial: bool) -> None:
+        """The coarse basis on the values of ``P`` (collective): the first time, and on every
+        update for a value-dependent space; from the local ``blocks`` extracted and not yet
+        factored, so that a spectral space factors its pencil on their symbolic factorisation
+        (:mod:`~ddlearn.classical.shared_factor`)."""
         timer = Timer()
-        if self._from_level_above and self.Phi is not None:
+        if self._from_level_above and not initial:
             # new values above: new pieces attached to the new A_0
             self._input.auxiliary = subdomain_neumann(P, self.subdomains, self._input.prefix)
-        if self.space is not None and (self.Phi is None or self.space.value_dependent):
+        if self.space is not None and (initial or self.space.value_dependent):
             self.two_level.set_coarse_basis(None)
             if self.Phi is not None:
                 self.Phi.destroy()
@@ -204,7 +204,6 @@ class TwoLevelSchwarzPC:
             self.two_level.set_coarse_basis(self.Phi, neumann)
         timer.lap("basis_s")
         self._setup_s["basis_s"] += timer.slowest(pc.getComm())["basis_s"]
-        self.two_level.setUp(pc)
 
     def _basis(self) -> tuple:
         """``(Phi, neumann)``: the coarse basis and the Neumann matrices it was built from
@@ -238,36 +237,24 @@ class TwoLevelSchwarzPC:
             out.update(getattr(p, "meta", {}))
         return out
 
-    # -- PC protocol ----------------------------------------------------------------------
-    def apply(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:
-        self.two_level.apply(pc, x, y)
-
-    def applyTranspose(self, pc: PETSc.PC, x: PETSc.Vec, y: PETSc.Vec) -> None:
-        self.two_level.applyTranspose(pc, x, y)
-
     def view(self, pc: PETSc.PC, viewer: PETSc.Viewer) -> None:
-        if self.two_level is None:
-            viewer.printfASCII("  ddlearn two-level Schwarz: not set up\n")
-            return
-        s = self.subdomains
-        viewer.printfASCII(f"  ddlearn two-level Schwarz: coarse space "
-                           f"{self.space.name if self.space else 'none'}, partition "
-                           f"{s.partitioner}, block size {s.block_size}, subdomain sizes "
-                           f"{int(s.sizes.min())}..{int(s.sizes.max())}\n")
-        if self.space is not None:
-            self.space.view(viewer)
-        self.two_level.view(pc, viewer)
+        if self.two_level is not None:
+            s = self.subdomains
+            viewer.printfASCII(f"  ddlearn two-level Schwarz: coarse space "
+                               f"{self.space.name if self.space else 'none'}, partition "
+                               f"{s.partitioner}, block size {s.block_size}, subdomain sizes "
+                               f"{int(s.sizes.min())}..{int(s.sizes.max())}\n")
+            if self.space is not None:
+                self.space.view(viewer)
+        super().view(pc, viewer)
 
     def reset(self, pc: PETSc.PC) -> None:
         if self.two_level is not None:
             self._setup_s = self.timing  # the last set-up's record outlives its objects
-            self.two_level.reset(pc)
+        super().reset(pc)
         if self.Phi is not None:
             self.Phi.destroy()
-        self.two_level = self.subdomains = self.Phi = self._input = None
-
-    def destroy(self, pc: PETSc.PC) -> None:
-        self.reset(pc)  # collective: now, not in garbage-collection order
+        self.subdomains = self.Phi = self._input = None
 
 
 def _prefix(pc: PETSc.PC) -> str:

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 from ...decomposition.collective import collective_check, dealt_out
-from ...decomposition.layout import gather_matrix, scatter_rows
+from ...decomposition.petsc_rows import gather_matrix, scatter_rows
 from ...decomposition.subdomains import node_dofs
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ..overlapping import SparseSolver

@@ -90,7 +90,7 @@ from petsc4py import PETSc
 from slepc4py import SLEPc
 
 from ...decomposition.collective import collective_check
-from ...decomposition.layout import sequential_aij
+from ...decomposition.petsc_rows import sequential_aij
 from ...decomposition.subdomains import rows_fingerprint
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
 from ..overlapping import available_local_solvers

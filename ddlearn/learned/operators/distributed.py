@@ -1,7 +1,7 @@
 r"""Schwarz attention distributed the way Schwarz methods run.
 
 Rank ``r`` owns its subdomains' blocks :math:`Q_i, K_i` and the rows of every vector that
-:class:`~ddlearn.decomposition.layout.Layout` gives it; the coarse rank alone owns :math:`Q_0, K_0`. One apply
+:class:`~ddlearn.decomposition.petsc_rows.RowLayout` gives it; the coarse rank alone owns :math:`Q_0, K_0`. One apply
 
 .. math:: u = \Phi\,Q_0K_0^T\,\Phi^T f + \sum_i R_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} R_i f
 
@@ -22,7 +22,7 @@ from torch import nn
 from . import checkpoint as ckpt_io
 from .attention import SchwarzAttention, padded_blocks
 from ...decomposition.collective import collective_check
-from ...decomposition.layout import Layout
+from ...decomposition.petsc_rows import RowLayout as Layout
 
 __all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
            "PetscExactSolver", "shared_sum", "apply_batch", "linear_map"]

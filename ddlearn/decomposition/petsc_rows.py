@@ -1,10 +1,17 @@
-r"""How a :class:`~ddlearn.decomposition.Decomposition` lives on MPI ranks as PETSc objects.
+r"""PETSc row layouts: which rank owns which rows (and coarse columns) of a distributed matrix.
 
-Rank ``r`` owns the subdomains :func:`~ddlearn.decomposition.assign_ranks` gives it. Unknowns are
-numbered in the *PETSc ordering* (subdomain by subdomain, see ``Decomposition.perm``), so rank
-``r`` owns the contiguous block of rows that is the union of its subdomains' non-overlapping sets:
-overlap is the only thing that crosses ranks. Coarse vectors (length :math:`n_0`) live on the
-coarse rank, or in contiguous blocks on the coarse ranks (:func:`coarse_ranges`).
+- :class:`RowLayout`: the PETSc row layout of a structured
+  :class:`~ddlearn.decomposition.Decomposition`. Rank ``r`` owns the subdomains
+  :func:`~ddlearn.decomposition.assign_ranks` gives it; unknowns are numbered in the *PETSc
+  ordering* (subdomain by subdomain, see ``Decomposition.perm``), so rank ``r`` owns the
+  contiguous block of rows that is the union of its subdomains' non-overlapping sets: overlap is
+  the only thing that crosses ranks.
+- Distributed AIJ matrices from each rank's rows (:func:`distributed_aij`,
+  :func:`coarse_basis_matrix`), rows gathered on rank 0 and scattered back
+  (:func:`gather_rows`, :func:`scatter_rows`), and the ownership of a coarse vector (length
+  :math:`n_0`) on the coarse rank or in contiguous blocks on the coarse ranks
+  (:func:`coarse_owners`, :func:`coarse_ranges`), with what a coarse basis carries along
+  (its column groups, its Galerkin matrix).
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from petsc4py import PETSc
 
 from .structured import Decomposition
 
-__all__ = ["Layout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
+__all__ = ["RowLayout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
            "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin", "gather_rows",
            "gather_matrix", "scatter_rows"]
@@ -94,7 +101,6 @@ def coarse_ranges(size: int, owners, n0: int, breaks=None) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)])
 
 
-#: name under which a coarse basis (and the coarse matrix built on it) carries its column groups
 def gather_rows(comm, M: sp.csr_matrix) -> sp.csr_matrix | None:
     """Each rank's rows ``M`` (in rank order) stacked into one scipy CSR matrix on rank 0
     (``None`` elsewhere; collective): the inverse of :func:`scatter_rows`."""
@@ -116,7 +122,9 @@ def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
     return mpi.scatter(pieces, root=0)
 
 
+#: name under which a coarse basis (and the coarse matrix built on it) carries its column groups
 COLUMN_GROUPS = "ddlearn_column_groups"
+#: name under which a coarse basis carries the coarse matrix its coarse space computed
 GALERKIN = "ddlearn_galerkin"
 
 
@@ -151,8 +159,9 @@ def column_groups(M: PETSc.Mat) -> np.ndarray | None:
     return None if iset is None else iset.getIndices().astype(np.int64)
 
 
-class Layout:
-    """Rank-local view of a decomposition: ownership, orderings and PETSc constructors.
+class RowLayout:
+    """The PETSc row layout of a structured decomposition on this rank: ownership, orderings
+    and PETSc constructors.
 
     Parameters
     ----------
