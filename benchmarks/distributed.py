@@ -29,7 +29,7 @@ def worker(out: str) -> None:
     from mpi4py import MPI
     from petsc4py import PETSc
 
-    from ddlearn.learned.operators.attention import SchwarzAttention
+    from ddlearn.nn.operators import SchwarzAttention
     from ddlearn.learned.operators.data import make_splits
     from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
     from ddlearn.decomposition.layout import Layout

@@ -6,7 +6,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from conftest import raised_everywhere
-from ddlearn.learned.operators.attention import SchwarzAttention
+from ddlearn.nn.operators import SchwarzAttention
 from ddlearn.learned.operators.data import make_splits
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
 from ddlearn.decomposition.layout import Layout

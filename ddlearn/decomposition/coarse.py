@@ -20,7 +20,8 @@ import scipy.sparse as sp
 
 from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "nicolaides"]
+__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "nicolaides", "GRID_BASES",
+           "grid_basis"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -105,3 +106,29 @@ def hats_on_boxes(axis_index: np.ndarray, offsets) -> sp.csr_matrix:
 def grid_hats(dec: Decomposition) -> sp.csr_matrix:
     """The hats of a 1D, 2D or 3D box grid: :func:`interface_hats` or :func:`q1_hats`."""
     return interface_hats(dec) if len(dec.grid) == 1 else q1_hats(dec)
+
+
+#: the coarse spaces of a structured :class:`Decomposition` by name (what the paper-form
+#: operators and their checkpoints name by ``coarse``)
+GRID_BASES = {"hats": grid_hats, "nicolaides": nicolaides}
+
+
+def grid_basis(name: str, dec: Decomposition) -> sp.csr_matrix:
+    r""":math:`\Phi` of the coarse space ``name`` of :data:`GRID_BASES` on ``dec`` (zeros
+    dropped).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or an empty basis (hats on a box grid with one box along an
+        axis).
+    """
+    if name not in GRID_BASES:
+        raise ValueError(f"unknown coarse space {name!r} on a structured grid decomposition; "
+                         f"choose one of {', '.join(GRID_BASES)}")
+    Phi = GRID_BASES[name](dec)
+    if Phi.shape[1] == 0:
+        raise ValueError(f"the {name} coarse space is empty for box grid {dec.boxes}: use more "
+                         f"subdomains per direction or the nicolaides coarse space")
+    Phi.eliminate_zeros()
+    return Phi

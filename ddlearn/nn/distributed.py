@@ -339,7 +339,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
             loc, phi = self.plan["local"], self.plan["phi"]
             t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
             self._tensors[key] = {
-                "index": t(loc["index"].reshape(-1), torch.long), "sqrt_D": t(loc["sqrt_D"]),
+                "index": t(loc["index"], torch.long), "sqrt_D": t(loc["sqrt_D"]),
                 "mask": t(loc["sqrt_D"] > 0, torch.bool), "n": t(loc["sizes"]),
                 "phi_rows": t(phi["rows"], torch.long), "phi_cols": t(phi["cols"], torch.long),
                 "phi_vals": t(phi["vals"]), "phi_mean": t(phi["mean"])}

@@ -37,6 +37,7 @@ from scipy.spatial import cKDTree
 from ..decomposition.coarse import hats_on_boxes
 from ..decomposition.serial_partition import (box_partition, grow_overlap, metis_partition,
                                               rcb_partition)
+from .kernels import padded_sets
 
 __all__ = ["TokenLayout", "token_graph", "PARTITIONERS", "COARSE_BASES"]
 
@@ -203,14 +204,8 @@ class TokenLayout:
                              f"subdomains or another partitioner")
         S = grow_overlap(G, part, N, int(overlap)).tocsc()  # (T, N) incidence of the I_i
         m = np.asarray(S.sum(axis=1)).ravel()
-        sizes = np.diff(S.indptr)
-        n_max = int(sizes.max())
-        index = np.full((N, n_max), T, dtype=np.int64)
-        sqrt_D = np.zeros((N, n_max))
-        for i in range(N):  # set-up only, once per layout
-            I = S.indices[S.indptr[i]:S.indptr[i + 1]]
-            index[i, :len(I)] = I
-            sqrt_D[i, :len(I)] = 1.0 / np.sqrt(m[I])
+        sets = np.split(S.indices, S.indptr[1:-1])
+        index, sqrt_D, sizes = padded_sets(sets, m, T)
         if coarse == "pou":
             Phi = sp.csr_matrix((1.0 / m[S.tocoo().row], (S.tocoo().row, S.tocoo().col)),
                                 shape=(T, N))
@@ -238,8 +233,8 @@ class TokenLayout:
                              f"(TokenLayout.build) and set it with set_layout")
 
     def tensors(self, device, dtype) -> dict:
-        """The layout as torch tensors on ``device`` (cached per device and dtype): ``index``
-        (flattened), ``sqrt_D``, ``mask`` (True on real entries), ``n`` (sizes), ``phi_rows``,
+        """The layout as torch tensors on ``device`` (cached per device and dtype): ``index``,
+        ``sqrt_D``, ``mask`` (True on real entries), ``n`` (sizes), ``phi_rows``,
         ``phi_cols``, ``phi_vals``, ``phi_mean`` (:math:`\\Phi` scaled so that its columns sum
         to one: pooling by weighted means)."""
         key = (str(device), dtype)
@@ -247,7 +242,7 @@ class TokenLayout:
             colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
             t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
             self._tensors[key] = {
-                "index": t(self.index.reshape(-1), torch.long),
+                "index": t(self.index, torch.long),
                 "sqrt_D": t(self.sqrt_D),
                 "mask": t(self.sqrt_D > 0, torch.bool),
                 "n": t(self.sizes),

@@ -20,7 +20,8 @@ from petsc4py import PETSc
 from torch import nn
 
 from . import checkpoint as ckpt_io
-from .attention import SchwarzAttention, padded_blocks
+from ...nn.kernels import schwarz_local
+from ...nn.operators import SchwarzAttention
 from ...decomposition.collective import collective_check
 from ...decomposition.layout import Layout
 
@@ -226,7 +227,7 @@ _TRAINING_STATE = ("state", "current_state", "optimizer", "scheduler", "sampler"
 
 
 class DistributedSchwarzAttention(nn.Module):
-    r"""The distributed form of :class:`~ddlearn.learned.operators.attention.SchwarzAttention`.
+    r"""The distributed form of :class:`~ddlearn.nn.operators.SchwarzAttention`.
 
     Built from a serial model (its parameters are sliced: this rank keeps only its subdomains'
     :math:`Q_i, K_i`, and :math:`Q_0, K_0` only on the coarse rank), or from a checkpoint of
@@ -290,7 +291,7 @@ class DistributedSchwarzAttention(nn.Module):
                          f"(batch, nlocal) arrays in the layout's PETSc ordering")
         Q, K = (self.K, self.Q) if transpose else (self.Q, self.K)
         w = self._R(f)
-        u = self._Rt(padded_blocks(w, self.idx, self.sqrtD, Q, K))
+        u = self._Rt(schwarz_local(w, self.idx, self.sqrtD, Q, K))
         if self.coarse is not None:
             c = self._PhiT(f)
             if self.layout.rank == self.layout.coarse_rank:
