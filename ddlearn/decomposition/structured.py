@@ -51,7 +51,8 @@ def assign_ranks(N: int, P: int) -> np.ndarray:
     """
     if P > N:
         raise ValueError(f"{P} MPI ranks but only {N} subdomains: every rank needs at least one "
-                         f"subdomain; run with at most {N} ranks or use more subdomains")
+                         f"subdomain; use more subdomains (>= {P}) or run on fewer ranks "
+                         f"(<= {N})")
     off = split(N, P)
     return np.repeat(np.arange(P), np.diff(off))
 
