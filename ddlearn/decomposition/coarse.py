@@ -20,8 +20,8 @@ import scipy.sparse as sp
 
 from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "nicolaides", "GRID_BASES",
-           "grid_basis"]
+__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "pou_columns", "nicolaides",
+           "GRID_BASES", "grid_basis"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -61,11 +61,37 @@ def q1_hats(dec: Decomposition) -> sp.csr_matrix:
     return Phi
 
 
+def pou_columns(sets, weights, Z, first):
+    r"""The partition-of-unity coarse vectors :math:`R_i^TD_iZ_i` of the subdomains ``i``
+    (Nicolaides' space with :math:`Z_i = \mathbf 1`), in coordinate form.
+
+    Parameters
+    ----------
+    sets, weights, Z : sequences over the subdomains
+        :math:`I_i` (indices), the diagonal of :math:`D_i` and :math:`Z_i` (shape
+        ``(n_i, k_i)``).
+    first : sequence of int
+        The first column of each subdomain's vectors.
+
+    Returns
+    -------
+    rows, cols : ndarray of int64
+    vals : ndarray
+    """
+    rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    for I, D, V, c in zip(sets, weights, Z, first):
+        k = V.shape[1]
+        rows.append(np.repeat(I, k))
+        cols.append(np.tile(np.arange(c, c + k), len(I)))
+        vals.append((D[:, None] * V).ravel())
+    return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+            np.concatenate(vals))
+
+
 def nicolaides(dec: Decomposition) -> sp.csr_matrix:
     r"""Nicolaides coarse space :math:`\Phi e_i = R_i^T D_i \mathbf 1`, shape ``(n, N)``."""
-    rows = np.concatenate(dec.subdomains)
-    cols = np.repeat(np.arange(dec.N), dec.sizes)
-    vals = np.concatenate([dec.D(i) for i in range(dec.N)])
+    rows, cols, vals = pou_columns(dec.subdomains, [dec.D(i) for i in range(dec.N)],
+                                   [np.ones((len(I), 1)) for I in dec.subdomains], range(dec.N))
     return sp.csr_matrix((vals, (rows, cols)), shape=(dec.n, dec.N))
 
 

@@ -3,8 +3,9 @@ cloud, built once from the token coordinates and cached.
 
 A layout of ``T`` tokens at points :math:`p_t\in\mathbb R^{dim}` holds, as in the solver:
 
-- ``N`` non-overlapping parts from one of the project's partitioners (``boxes``, ``rcb``,
-  ``metis``; :mod:`ddlearn.decomposition.serial_partition`), each grown by ``overlap`` layers of
+- ``N`` non-overlapping parts from one of the project's partitioners of points (``boxes``,
+  ``rcb``, ``metis``, ...:
+  :data:`~ddlearn.decomposition.serial_partition.POINT_PARTITIONERS`), each grown by ``overlap`` layers of
   the token graph into the overlapping index set :math:`I_i` (:math:`R_i` its restriction);
 - the partition of unity :math:`D_i = \mathrm{diag}(1/m_t,\ t\in I_i)` with :math:`m_t` the
   number of sets containing token ``t``, so that :math:`\sum_i R_i^TD_iR_i = I`;
@@ -34,14 +35,12 @@ import scipy.sparse as sp
 import torch
 from scipy.spatial import cKDTree
 
-from ..decomposition.coarse import hats_on_boxes
-from ..decomposition.serial_partition import (box_partition, grow_overlap, metis_partition,
-                                              rcb_partition)
+from ..decomposition.coarse import hats_on_boxes, pou_columns
+from ..decomposition.serial_partition import POINT_PARTITIONERS, grow_overlap, partition_points
 from .kernels import padded_sets
 
-__all__ = ["TokenLayout", "token_graph", "PARTITIONERS", "COARSE_BASES"]
+__all__ = ["TokenLayout", "token_graph", "COARSE_BASES"]
 
-PARTITIONERS = ("boxes", "rcb", "metis")
 COARSE_BASES = ("pou", "hats")
 
 #: the most recently built layouts by fingerprint (bounded: a long run over many meshes keeps
@@ -130,7 +129,9 @@ class TokenLayout:
             ``N``. Default: ``T / subdomain_size`` rounded, else 16.
         overlap : int
             Graph layers added to every part (0: non-overlapping).
-        partitioner : {'boxes', 'rcb', 'metis'}
+        partitioner : str
+            A name of :data:`~ddlearn.decomposition.serial_partition.POINT_PARTITIONERS`
+            (``boxes``, ``rcb``, ``metis``).
         coarse : {'pou', 'hats'}
             ``hats`` needs ``partitioner='boxes'``.
         subdomain_size : int, optional
@@ -153,8 +154,9 @@ class TokenLayout:
         if not np.all(np.isfinite(coords)):
             raise ValueError("coords contain NaN or inf: pass finite token coordinates")
         T, dim = coords.shape
-        if partitioner not in PARTITIONERS:
-            raise ValueError(f"unknown partitioner {partitioner!r}: use one of {PARTITIONERS}")
+        if partitioner not in POINT_PARTITIONERS:
+            raise ValueError(f"unknown partitioner {partitioner!r}: use one of "
+                             f"{tuple(POINT_PARTITIONERS)}")
         if coarse not in COARSE_BASES:
             raise ValueError(f"unknown coarse basis {coarse!r}: use one of {COARSE_BASES}")
         if coarse == "hats" and partitioner != "boxes":
@@ -186,17 +188,10 @@ class TokenLayout:
             _CACHE.move_to_end(fp)
             return _CACHE[fp]
         G = token_graph(coords) if graph is None else sp.csr_matrix(graph, dtype=np.float64)
-        hats = None
-        if partitioner == "boxes":
-            try:
-                part, axis_index, offsets = box_partition(coords, N)
-            except ValueError as e:
-                raise ValueError(f"{e}: use fewer subdomains or partitioner='rcb'") from None
-            hats = (axis_index, offsets)
-        elif partitioner == "rcb":
-            part = rcb_partition(coords, N)
-        else:
-            part = metis_partition(G, N)
+        try:
+            part, hats = partition_points(partitioner, coords, G, N)
+        except ValueError as e:
+            raise ValueError(f"{e}: use fewer subdomains or partitioner='rcb'") from None
         empty = np.flatnonzero(np.bincount(part, minlength=N) == 0)
         if len(empty):
             raise ValueError(f"the {partitioner} partition of {T} tokens into {N} parts left "
@@ -207,8 +202,9 @@ class TokenLayout:
         sets = np.split(S.indices, S.indptr[1:-1])
         index, sqrt_D, sizes = padded_sets(sets, m, T)
         if coarse == "pou":
-            Phi = sp.csr_matrix((1.0 / m[S.tocoo().row], (S.tocoo().row, S.tocoo().col)),
-                                shape=(T, N))
+            rows, cols, vals = pou_columns(sets, [1.0 / m[I] for I in sets],
+                                           [np.ones((len(I), 1)) for I in sets], range(N))
+            Phi = sp.csr_matrix((vals, (rows, cols)), shape=(T, N))
         else:
             H = hats_on_boxes(*hats).tocsr()
             rest = 1.0 - np.asarray(H.sum(axis=1)).ravel()
