@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..decomposition.coarse import grid_basis
-from ..decomposition.structured import Decomposition
+from ..decomposition.structured import Decomposition, grid_coordinates
 from .kernels import coarse_prolong, coarse_restrict, padded_sets, route, schwarz_local
 
 __all__ = ["GlobalAttention", "SchwarzAttention", "FLARE", "FLAREPlusPlus", "DTYPES",
@@ -280,9 +280,7 @@ def _inverse_factor(Ai: np.ndarray, r: int) -> np.ndarray:
 
 def positional_features(grid, levels: int, dtype) -> torch.Tensor:
     """Fixed token features, shape ``(n, dim * (2 levels + 1))``, natural ordering."""
-    axes = [torch.arange(1, m + 1, dtype=dtype) / (m + 1) for m in grid]
-    coords = torch.stack([c.reshape(-1) for c in torch.meshgrid(*axes[::-1], indexing="ij")][::-1],
-                         dim=1)  # (n, dim), x fastest
+    coords = torch.from_numpy(grid_coordinates(grid, interior=True)).to(dtype)  # (n, dim)
     feats = [coords]
     for l in range(levels):
         feats += [torch.sin(2**l * math.pi * coords), torch.cos(2**l * math.pi * coords)]
