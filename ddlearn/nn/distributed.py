@@ -61,7 +61,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..decomposition.structured import assign_ranks
 from .comm import Exchange, add_to_owners, exchange_pattern, ghosts, mpi_comm, shared_sum
 from .kernels import coarse_restrict
 from .mixer import merge_heads, split_heads
@@ -88,7 +87,7 @@ def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
         ``cols``, ``vals``, ``mean``).
     """
     N, T = layout.N, layout.tokens
-    owner = assign_ranks(N, P) if subdomain_ranks is None else \
+    owner = layout.owners(P) if subdomain_ranks is None else \
         np.asarray(subdomain_ranks, dtype=np.int64)
     if owner.shape != (N,) or owner.min() < 0 or owner.max() >= P:
         raise ValueError(f"subdomain_ranks must give each of the {N} subdomains a rank in "

@@ -3,8 +3,8 @@ token mixers and their distributed forms.
 
 Index sets are stored padded to the largest subdomain: ``index`` of shape ``(N, n_max)`` lists
 :math:`I_i` followed by the pad index ``T`` (one slot past the last token, reading zero and
-receiving nothing), ``sqrt_D`` holds :math:`D_i^{1/2}` there and zero on the padding
-(:func:`padded_sets`). With them
+receiving nothing), ``sqrt_D`` holds :math:`D_i^{1/2}` there and zero on the padding (a
+:class:`~ddlearn.decomposition.record.DecompositionRecord`). With them
 
 - :func:`restrict` is :math:`z\mapsto (R_iz)_i` for all subdomains in one gather,
 - :func:`extend_add` is :math:`(y_i)_i\mapsto\sum_iR_i^Ty_i` in one ``index_add``,
@@ -20,37 +20,11 @@ The token axis is ``dim`` of the tensors (``1`` for ``(batch, n)`` right-hand si
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["padded_sets", "restrict", "extend_add", "schwarz_local", "coarse_restrict",
+__all__ = ["restrict", "extend_add", "schwarz_local", "coarse_restrict",
            "coarse_prolong", "route"]
-
-
-def padded_sets(sets, multiplicity: np.ndarray, pad: int):
-    r"""The padded index sets and weights of the overlapping sets ``sets`` (arrays of indices
-    :math:`I_i`) with multiplicities :math:`m_j` (the number of sets containing ``j``):
-
-    .. math:: \mathrm{index}_{i,k} = (I_i)_k,\qquad
-              \mathrm{sqrt\_D}_{i,k} = \sqrt{1/m_{(I_i)_k}},\qquad k < n_i,
-
-    ``pad`` and zero for :math:`n_i\le k<n_{max}`.
-
-    Returns
-    -------
-    index : ndarray of int64, shape (N, n_max)
-    sqrt_D : ndarray of float64, shape (N, n_max)
-    sizes : ndarray of int64, shape (N,)
-    """
-    sizes = np.array([len(I) for I in sets], dtype=np.int64)
-    n_max = int(sizes.max())
-    index = np.full((len(sets), n_max), pad, dtype=np.int64)
-    sqrt_D = np.zeros((len(sets), n_max))
-    for i, I in enumerate(sets):  # set-up only, once per decomposition
-        index[i, :len(I)] = I
-        sqrt_D[i, :len(I)] = np.sqrt(1.0 / multiplicity[I])
-    return index, sqrt_D, sizes
 
 
 def restrict(z: torch.Tensor, index: torch.Tensor, dim: int) -> torch.Tensor:

@@ -36,8 +36,8 @@ import torch
 from scipy.spatial import cKDTree
 
 from ..decomposition.coarse import hats_on_boxes, pou_columns
+from ..decomposition.record import DecompositionRecord
 from ..decomposition.serial_partition import POINT_PARTITIONERS, grow_overlap, partition_points
-from .kernels import padded_sets
 
 __all__ = ["TokenLayout", "token_graph", "COARSE_BASES"]
 
@@ -77,44 +77,27 @@ def _fingerprint(*arrays) -> str:
 
 
 @dataclass(eq=False)
-class TokenLayout:
+class TokenLayout(DecompositionRecord):
     r"""Subdomains, partition of unity and coarse basis of ``T`` tokens (see module docstring).
 
     Build with :meth:`build`; equal arguments return the same cached object.
 
+    The fields of :class:`~ddlearn.decomposition.record.DecompositionRecord` (``tokens``,
+    ``index``, ``sqrt_D``, ``sizes``, ``part``, ``phi_rows``, ``phi_cols``, ``phi_vals``,
+    ``n0``), and:
+
     Attributes
     ----------
-    tokens, dim : int
-        ``T`` and the coordinate dimension.
-    index : ndarray, shape (N, n_max)
-        Token numbers of :math:`I_i`, padded with ``T``.
-    sqrt_D : ndarray, shape (N, n_max)
-        :math:`D_i^{1/2}` on :math:`I_i`, zero on the padding.
-    sizes : ndarray, shape (N,)
-        :math:`n_i = |I_i|`.
-    phi_rows, phi_cols, phi_vals : ndarray
-        :math:`\Phi` in coordinate format; ``n0`` its columns.
+    dim : int
+        The coordinate dimension.
     settings : dict
         The arguments it was built from; ``fingerprint`` identifies coordinates + settings.
     """
 
-    tokens: int
-    dim: int
-    index: np.ndarray
-    sqrt_D: np.ndarray
-    sizes: np.ndarray
-    part: np.ndarray
-    phi_rows: np.ndarray
-    phi_cols: np.ndarray
-    phi_vals: np.ndarray
-    n0: int
-    settings: dict
-    fingerprint: str
+    dim: int = 0
+    settings: dict = field(default_factory=dict)
+    fingerprint: str = ""
     _tensors: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def N(self) -> int:
-        return len(self.sizes)
 
     @classmethod
     def build(cls, coords, subdomains: int | None = None, overlap: int = 1,
@@ -200,7 +183,6 @@ class TokenLayout:
         S = grow_overlap(G, part, N, int(overlap)).tocsc()  # (T, N) incidence of the I_i
         m = np.asarray(S.sum(axis=1)).ravel()
         sets = np.split(S.indices, S.indptr[1:-1])
-        index, sqrt_D, sizes = padded_sets(sets, m, T)
         if coarse == "pou":
             rows, cols, vals = pou_columns(sets, [1.0 / m[I] for I in sets],
                                            [np.ones((len(I), 1)) for I in sets], range(N))
@@ -209,10 +191,8 @@ class TokenLayout:
             H = hats_on_boxes(*hats).tocsr()
             rest = 1.0 - np.asarray(H.sum(axis=1)).ravel()
             Phi = sp.hstack([H, sp.csr_matrix(np.where(rest > 1e-14, rest, 0.0)[:, None])]).tocsr()
-        Phi = Phi.tocoo()
-        layout = cls(T, dim, index, sqrt_D, sizes, part, Phi.row.astype(np.int64),
-                     Phi.col.astype(np.int64), Phi.data.astype(np.float64), Phi.shape[1],
-                     settings, fp)
+        layout = cls(**cls.fields(sets, m, part, Phi), dim=dim, settings=settings,
+                     fingerprint=fp)
         _CACHE[fp] = layout
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)

@@ -49,7 +49,8 @@ from torch import nn
 
 from ..decomposition.coarse import grid_basis
 from ..decomposition.structured import Decomposition, grid_coordinates
-from .kernels import coarse_prolong, coarse_restrict, padded_sets, route, schwarz_local
+from ..decomposition.record import DecompositionRecord
+from .kernels import coarse_prolong, coarse_restrict, route, schwarz_local
 
 __all__ = ["GlobalAttention", "SchwarzAttention", "FLARE", "FLAREPlusPlus", "DTYPES",
            "check_input", "torch_dtype", "positional_features"]
@@ -177,8 +178,8 @@ class SchwarzAttention(nn.Module):
                        "r_local": r_local if r_local == "full" else int(r_local), "coarse": coarse, "r0": int(r0),
                        "symmetric": bool(symmetric), "dtype": dtype, "seed": int(seed),
                        "init_scale": float(init_scale)}
-        idx, sqrtD, _ = padded_sets(dec.subdomains, dec.multiplicity, dec.n)
-        n_max = idx.shape[1]
+        self.record = rec = DecompositionRecord.of_grid(dec, Phi)
+        idx, sqrtD, n_max = rec.index, rec.sqrt_D, rec.index.shape[1]
         self.register_buffer("idx", torch.from_numpy(idx), persistent=False)
         self.register_buffer("sqrtD", torch.from_numpy(sqrtD).to(dt), persistent=False)
         g = torch.Generator().manual_seed(seed)
@@ -199,12 +200,10 @@ class SchwarzAttention(nn.Module):
         self.K = self.Q if symmetric else init(dec.N, n_max, r_max, m=mask, scale=sl)
         self.Phi_sp = Phi
         if Phi is not None:
-            Phi = Phi.tocoo()
-            self.register_buffer("phi_rows", torch.from_numpy(Phi.row.astype(np.int64)),
+            self.register_buffer("phi_rows", torch.from_numpy(rec.phi_rows), persistent=False)
+            self.register_buffer("phi_cols", torch.from_numpy(rec.phi_cols), persistent=False)
+            self.register_buffer("phi_vals", torch.from_numpy(rec.phi_vals).to(dt),
                                  persistent=False)
-            self.register_buffer("phi_cols", torch.from_numpy(Phi.col.astype(np.int64)),
-                                 persistent=False)
-            self.register_buffer("phi_vals", torch.from_numpy(Phi.data).to(dt), persistent=False)
             self.Q0 = init(n0, r0, scale=s0)
             self.K0 = self.Q0 if symmetric else init(n0, r0, scale=s0)
 

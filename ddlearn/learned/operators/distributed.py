@@ -127,9 +127,7 @@ class DistributedSchwarzAttention(nn.Module):
         self.n, self.nlocal, self.n0 = L.n, L.nlocal, serial.n0
         dec, mpi = serial.dec, L.comm.tompi4py()
         # the owner of every unknown: the rank of the subdomain whose non-overlapping set has it
-        row_rank = np.empty(dec.n, dtype=np.int64)
-        for i, o in enumerate(dec.owned):
-            row_rank[o] = L.owner[i]
+        row_rank = L.owner[serial.record.part]
         owned = L.local_natural()
 
         def rows_of(r):  # the unknowns rank r owns
