@@ -146,38 +146,30 @@ class Exchange:
         return out.index_add_(1, torch.as_tensor(self.send_rows, device=g.device), got)
 
 
-class _Ghosts(torch.autograd.Function):
+class _Scatter(torch.autograd.Function):
+    """The exchange in one direction (``reverse``: :meth:`Exchange.scatter_add`, else
+    :meth:`Exchange.gather`); its backward runs the other direction, its adjoint."""
+
     @staticmethod
-    def forward(ctx, z, ex):
-        ctx.ex = ex
-        return ex.gather(z)
+    def forward(ctx, z, ex, reverse):
+        ctx.ex, ctx.reverse = ex, reverse
+        return ex.scatter_add(z) if reverse else ex.gather(z)
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.ex.scatter_add(g), None
-
-
-class _AddToOwners(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, g, ex):
-        ctx.ex = ex
-        return ex.scatter_add(g)
-
-    @staticmethod
-    def backward(ctx, z):
-        return ctx.ex.gather(z), None
+        return (ctx.ex.gather(g) if ctx.reverse else ctx.ex.scatter_add(g)), None, None
 
 
 def ghosts(z: torch.Tensor, ex: Exchange) -> torch.Tensor:
     """The forward scatter, differentiable: ``[B, owned, ...] -> [B, ghosts, ...]``
     (collective)."""
-    return _Ghosts.apply(z, ex)
+    return _Scatter.apply(z, ex, False)
 
 
 def add_to_owners(g: torch.Tensor, ex: Exchange) -> torch.Tensor:
     """The reverse scatter with ADD, differentiable: ``[B, ghosts, ...] -> [B, owned, ...]``
     (collective)."""
-    return _AddToOwners.apply(g, ex)
+    return _Scatter.apply(g, ex, True)
 
 
 class _AllreduceSum(torch.autograd.Function):
