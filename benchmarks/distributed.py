@@ -29,7 +29,7 @@ def worker(out: str) -> None:
     from mpi4py import MPI
     from petsc4py import PETSc
 
-    from ddlearn.learned.operators.attention import SchwarzAttention
+    from ddlearn.nn.operators import SchwarzAttention
     from ddlearn.learned.operators.data import make_splits
     from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
     from ddlearn.decomposition.petsc_rows import RowLayout as Layout
@@ -40,8 +40,6 @@ def worker(out: str) -> None:
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     P, rank = comm.Get_size(), comm.Get_rank()
-    PETSc.Log.begin()
-    scatter_event = PETSc.Log.Event("VecScatterBegin")
     res = {"ranks": P, "bytes": [], "timing": None, "training": None}
 
     # 1. Bytes per apply against n (16x), N and overlap.
@@ -52,14 +50,10 @@ def worker(out: str) -> None:
             for overlap in (1, 2):
                 d = DistributedSchwarzAttention(SchwarzAttention((n,), N, overlap, 4))
                 f = torch.randn(1, d.nlocal, dtype=torch.float64)
-                stage = PETSc.Log.Stage(f"bytes n{n} N{N} o{overlap}")
-                stage.push()
                 with torch.no_grad():
                     d(f)
-                stage.pop()
-                # PETSc logs bytes sent plus bytes received per rank: half the sum is the
-                # bytes sent by all ranks.
-                logged = comm.allreduce(scatter_event.getPerfInfo(stage)["messageLength"], op=MPI.SUM) / 2
+                # the bytes the exchanges' messages carried, all ranks
+                logged = comm.allreduce(d.bytes_sent(), op=MPI.SUM)
                 res["bytes"].append({"n": n, "N": N, "overlap": overlap, "n0": N - 1,
                                      "bytes_per_apply": d.bytes_per_apply(),
                                      "petsc_logged_bytes": logged})
@@ -87,7 +81,7 @@ def worker(out: str) -> None:
 
     def step():
         opt.zero_grad()
-        from ddlearn.learned.operators.distributed import allreduce_sum
+        from ddlearn.nn.comm import allreduce_sum
         allreduce_sum((d(F) ** 2).sum()[None], comm).sum().backward()
         opt.step()
 

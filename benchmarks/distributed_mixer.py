@@ -8,7 +8,7 @@ sends per forward.
 Training step (:class:`~ddlearn.nn.distributed.DistributedSchwarzMixer`, float32, one thread
 per rank): every rank holds the tokens of its subdomains (balanced contiguous blocks of
 subdomain numbers) of each of the ``batch`` samples; forward, backward of the mean squared
-error against a fixed target, :func:`~ddlearn.nn.distributed.allreduce_gradients`, AdamW step.
+error against a fixed target, :func:`~ddlearn.nn.comm.allreduce_gradients`, AdamW step.
 Tokens: a ``side x side`` grid, box subdomains of ``sub x sub`` tokens, overlap 1, ``pou``
 coarse basis (``n0`` = subdomains), softmax attention, 4 heads. Seconds per step on the slowest
 rank, mean of ``--steps`` steps after two warm-up steps, and its phases (slowest rank each); on
@@ -38,8 +38,8 @@ from mpi4py import MPI  # noqa: E402
 
 from ddlearn.decomposition.timing import Timer  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
-from ddlearn.nn.distributed import (DistributedSchwarzMixer, allreduce_gradients,  # noqa: E402
-                                    broadcast_parameters, exchange_plan)
+from ddlearn.nn.comm import allreduce_gradients, broadcast_parameters  # noqa: E402
+from ddlearn.nn.distributed import DistributedSchwarzMixer, exchange_plan  # noqa: E402
 from ddlearn.nn.layout import TokenLayout  # noqa: E402
 from ddlearn.nn.schwarz import SchwarzMixer  # noqa: E402
 

@@ -38,11 +38,10 @@ import torch  # noqa: E402
 
 from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
-from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention  # noqa: E402
+from ddlearn.nn.operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention  # noqa: E402
 from ddlearn.learned.operators.checkpoint import MODELS  # noqa: E402
 from ddlearn.learned.operators.data import make_splits  # noqa: E402
 from ddlearn.learned.operators.data_init import data_init  # noqa: E402
-from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus  # noqa: E402
 from ddlearn.learned.operators.protocol import budget_ladder, lr_sweep  # noqa: E402
 from ddlearn.learned.operators.training import evaluate  # noqa: E402
 

@@ -3,9 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
+from ddlearn.nn.operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention
 from ddlearn.classical.coarse import grid_basis
-from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 

@@ -207,7 +207,7 @@ def test_checkpoint_of_another_dimension_is_refused(tmp_path, trained, used):
     the fix named (64 unknowns either way, so sizes alone would not tell)."""
     from ddlearn.decomposition.problems import Poisson2D, Poisson3D
     from ddlearn.learned.operators import checkpoint
-    from ddlearn.learned.operators.attention import SchwarzAttention
+    from ddlearn.nn.operators import SchwarzAttention
     from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
     make = {2: Poisson2D, 3: Poisson3D}
     path = str(tmp_path / f"model{MPI.COMM_WORLD.rank}.pt")

@@ -9,7 +9,7 @@ from conftest import (apply_gathered, pc_from_options, raised_everywhere, solve_
                       view_text)
 from ddlearn.classical.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
-from ddlearn.learned.operators.attention import SchwarzAttention
+from ddlearn.nn.operators import SchwarzAttention
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention
 from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.learned.coarse.basis import (aslinearoperator, basis_correction_model, distributed_basis,

@@ -15,8 +15,9 @@ import torch
 from mpi4py import MPI
 
 from conftest import raised_everywhere
-from ddlearn.nn.distributed import (DistributedSchwarzMixer, allreduce_gradients,
-                                    broadcast_parameters, exchange_plan, subdomain_blocks)
+from ddlearn.decomposition.structured import assign_ranks
+from ddlearn.nn.comm import allreduce_gradients, broadcast_parameters
+from ddlearn.nn.distributed import DistributedSchwarzMixer, exchange_plan
 from ddlearn.nn.layout import TokenLayout
 from ddlearn.nn.schwarz import SchwarzMixer
 
@@ -75,7 +76,7 @@ def test_same_state_dict_as_the_serial_mixer():
 
 
 def test_balanced_contiguous_blocks_and_plan():
-    assert subdomain_blocks(10, 4).tolist() == [0, 0, 1, 1, 1, 2, 2, 3, 3, 3]
+    assert assign_ranks(10, 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
     layout = TokenLayout.build(grid(12), subdomains=9, overlap=2)
     plans = [exchange_plan(layout, 4, r) for r in range(4)]
     owned = np.concatenate([p["owned"] for p in plans])

@@ -5,10 +5,9 @@ import pytest
 import torch
 
 from ddlearn.decomposition.problems import Poisson1D
-from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
+from ddlearn.nn.operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention
 from ddlearn.learned.operators.data import Dataset, make_splits
 from ddlearn.learned.operators.data_init import data_init, range_finder, reduced_rank_fit
-from ddlearn.learned.operators.flare import FLARE, FLAREPlusPlus
 from ddlearn.learned.operators.protocol import budget_ladder, budget_run, lr_sweep
 from ddlearn.learned.operators.training import evaluate
 

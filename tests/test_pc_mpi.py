@@ -8,7 +8,7 @@ from petsc4py import PETSc
 
 from conftest import pc_from_options, raised_everywhere, solve_with_pc_options
 from ddlearn.learned.operators import checkpoint
-from ddlearn.learned.operators.attention import SchwarzAttention
+from ddlearn.nn.operators import SchwarzAttention
 from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference

@@ -8,7 +8,7 @@ import torch
 
 from ddlearn.decomposition.atomic import atomic_write
 from ddlearn.learned.operators import checkpoint
-from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
+from ddlearn.nn.operators import GlobalAttention, SchwarzAttention
 from ddlearn.decomposition.problems import Poisson1D, Poisson2D, make_problem
 from ddlearn.learned.operators.data import fourier_rhs, make_splits
 from ddlearn.learned.operators.training import TrainConfig, evaluate, train

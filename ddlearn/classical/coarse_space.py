@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
+from ..decomposition.coarse import pou_columns
 from ..decomposition.petsc_rows import (coarse_basis_matrix, coarse_owners, coarse_ranges,
                                     distributed_aij, scatter_rows, set_column_groups,
                                     set_galerkin)
@@ -273,12 +274,7 @@ def subdomain_columns(comm, N: int, found: dict) -> CoarseVectors:
     for part in comm.tompi4py().allgather({i: f[2].shape[1] for i, f in found.items()}):
         counts.update(part)
     offsets = np.concatenate([[0], np.cumsum([counts.get(i, 0) for i in range(N)])])
-    rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-    for i, (I, D, V) in found.items():
-        k = V.shape[1]
-        rows.append(np.repeat(I, k))
-        cols.append(np.tile(np.arange(offsets[i], offsets[i] + k), len(I)))
-        vals.append((D[:, None] * V).ravel())
-    return CoarseVectors(np.concatenate(rows).astype(np.int64),
-                         np.concatenate(cols).astype(np.int64), np.concatenate(vals),
-                         int(offsets[-1]), np.unique(offsets).astype(np.int64))
+    ids = list(found)
+    rows, cols, vals = pou_columns(*([found[i][j] for i in ids] for j in range(3)),
+                                   [offsets[i] for i in ids])
+    return CoarseVectors(rows, cols, vals, int(offsets[-1]), np.unique(offsets).astype(np.int64))

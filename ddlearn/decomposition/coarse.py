@@ -20,7 +20,8 @@ import scipy.sparse as sp
 
 from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "nicolaides"]
+__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "pou_columns", "nicolaides",
+           "GRID_BASES", "grid_basis"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -60,11 +61,37 @@ def q1_hats(dec: Decomposition) -> sp.csr_matrix:
     return Phi
 
 
+def pou_columns(sets, weights, Z, first):
+    r"""The partition-of-unity coarse vectors :math:`R_i^TD_iZ_i` of the subdomains ``i``
+    (Nicolaides' space with :math:`Z_i = \mathbf 1`), in coordinate form.
+
+    Parameters
+    ----------
+    sets, weights, Z : sequences over the subdomains
+        :math:`I_i` (indices), the diagonal of :math:`D_i` and :math:`Z_i` (shape
+        ``(n_i, k_i)``).
+    first : sequence of int
+        The first column of each subdomain's vectors.
+
+    Returns
+    -------
+    rows, cols : ndarray of int64
+    vals : ndarray
+    """
+    rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+    for I, D, V, c in zip(sets, weights, Z, first):
+        k = V.shape[1]
+        rows.append(np.repeat(I, k))
+        cols.append(np.tile(np.arange(c, c + k), len(I)))
+        vals.append((D[:, None] * V).ravel())
+    return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+            np.concatenate(vals))
+
+
 def nicolaides(dec: Decomposition) -> sp.csr_matrix:
     r"""Nicolaides coarse space :math:`\Phi e_i = R_i^T D_i \mathbf 1`, shape ``(n, N)``."""
-    rows = np.concatenate(dec.subdomains)
-    cols = np.repeat(np.arange(dec.N), dec.sizes)
-    vals = np.concatenate([dec.D(i) for i in range(dec.N)])
+    rows, cols, vals = pou_columns(dec.subdomains, [dec.D(i) for i in range(dec.N)],
+                                   [np.ones((len(I), 1)) for I in dec.subdomains], range(dec.N))
     return sp.csr_matrix((vals, (rows, cols)), shape=(dec.n, dec.N))
 
 
@@ -105,3 +132,29 @@ def hats_on_boxes(axis_index: np.ndarray, offsets) -> sp.csr_matrix:
 def grid_hats(dec: Decomposition) -> sp.csr_matrix:
     """The hats of a 1D, 2D or 3D box grid: :func:`interface_hats` or :func:`q1_hats`."""
     return interface_hats(dec) if len(dec.grid) == 1 else q1_hats(dec)
+
+
+#: the coarse spaces of a structured :class:`Decomposition` by name (what the paper-form
+#: operators and their checkpoints name by ``coarse``)
+GRID_BASES = {"hats": grid_hats, "nicolaides": nicolaides}
+
+
+def grid_basis(name: str, dec: Decomposition) -> sp.csr_matrix:
+    r""":math:`\Phi` of the coarse space ``name`` of :data:`GRID_BASES` on ``dec`` (zeros
+    dropped).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or an empty basis (hats on a box grid with one box along an
+        axis).
+    """
+    if name not in GRID_BASES:
+        raise ValueError(f"unknown coarse space {name!r} on a structured grid decomposition; "
+                         f"choose one of {', '.join(GRID_BASES)}")
+    Phi = GRID_BASES[name](dec)
+    if Phi.shape[1] == 0:
+        raise ValueError(f"the {name} coarse space is empty for box grid {dec.boxes}: use more "
+                         f"subdomains per direction or the nicolaides coarse space")
+    Phi.eliminate_zeros()
+    return Phi

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .structured import grid_coordinates
+
 __all__ = ["FAMILIES", "coefficient", "family_field"]
 
 _CONTRAST_RANGE = (1.0, 1e12)
@@ -37,10 +39,8 @@ _CONTRAST_RANGE = (1.0, 1e12)
 def _grid(n, dim=2):
     """Coordinates of the ``(n+2)^dim`` grid points, ``(X, Y[, Z])``, each indexed
     ``[..., iy, ix]`` (x on the last, fastest axis)."""
-    t = np.arange(n + 2) / (n + 1)
-    if dim == 2:
-        return np.meshgrid(t, t, indexing="xy")
-    return np.meshgrid(*(t,) * dim, indexing="ij")[::-1]
+    shape = (n + 2,) * dim
+    return [c.reshape(shape) for c in grid_coordinates(shape).T]
 
 
 # Each family draws its whole geometry from ``rng`` first and returns ``kappa(X, Y[, Z])``,

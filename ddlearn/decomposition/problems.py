@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .coefficients import FAMILIES, coefficient
+from .structured import grid_coordinates
 
 __all__ = ["Problem", "Poisson1D", "Poisson2D", "Poisson3D", "Diffusion", "Diffusion2D",
            "Diffusion3D", "channels", "make_problem", "problem_dim", "family_problem_name",
@@ -62,9 +63,7 @@ class Problem:
         r"""Grid coordinates of the unknowns ``rows`` (natural indices, default all), shape
         ``(len(rows), dim)``: row ``j`` holds :math:`((i_x+1)h_x, (i_y+1)h_y, \dots)`, x
         fastest. A rank asks for its own rows only, never forming all ``n``."""
-        rows = np.arange(self.n) if rows is None else np.asarray(rows, dtype=np.int64)
-        index = np.unravel_index(rows, self.grid[::-1])[::-1]  # (i_x, i_y, ...)
-        return np.stack([(i + 1) / (m + 1) for i, m in zip(index, self.grid)], axis=1)
+        return grid_coordinates(self.grid, rows, interior=True)
 
     def describe(self) -> dict:
         """JSON-ready description of the problem."""
@@ -151,9 +150,8 @@ class Diffusion(Problem):
         self.grid = (n,) * dim
         shape = (n + 2,) * dim
         if callable(kappa):
-            t = np.arange(n + 2) / (n + 1)
             # arrays indexed [..., iy, ix]: the x axis last, so x varies fastest
-            X = np.meshgrid(*(t,) * dim, indexing="ij")[::-1]
+            X = [c.reshape(shape) for c in grid_coordinates(shape).T]
             kappa = np.broadcast_to(np.asarray(kappa(*X), dtype=float), shape)
         kappa = np.asarray(kappa, dtype=float)
         if kappa.shape != shape:

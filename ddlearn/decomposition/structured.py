@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Decomposition", "split", "box_grid", "assign_ranks"]
+__all__ = ["Decomposition", "split", "box_grid", "assign_ranks", "grid_coordinates"]
 
 
 def split(n: int, N: int) -> np.ndarray:
@@ -41,6 +41,22 @@ def box_grid(N: int, dim: int = 2) -> tuple[int, ...]:
     return tuple(sorted((first, *box_grid(N // first, dim - 1))))
 
 
+def grid_coordinates(points, rows=None, interior: bool = False) -> np.ndarray:
+    r"""Coordinates of the points of a tensor grid of the unit interval, square or cube, x
+    fastest, shape ``(len(rows), dim)``: point ``j`` (natural index, default all) at grid
+    index :math:`(i_x, i_y, \dots)` is :math:`(i_x/(n_x-1), i_y/(n_y-1), \dots)` for a grid of
+    ``points = (n_x, n_y[, n_z])`` points boundary included, or, with ``interior=True``,
+    :math:`((i_x+1)h_x, (i_y+1)h_y, \dots)`, :math:`h_a = 1/(n_a+1)`, for the ``points``
+    interior points of a grid whose boundary points are left out (the unknowns of a
+    :class:`Decomposition`'s grid)."""
+    points = tuple(int(m) for m in points)
+    rows = np.arange(int(np.prod(points))) if rows is None else np.asarray(rows, dtype=np.int64)
+    index = np.unravel_index(rows, points[::-1])[::-1]  # (i_x, i_y, ...)
+    if interior:
+        return np.stack([(i + 1) / (m + 1) for i, m in zip(index, points)], axis=1)
+    return np.stack([i / (m - 1) for i, m in zip(index, points)], axis=1)
+
+
 def assign_ranks(N: int, P: int) -> np.ndarray:
     """Owner rank of each subdomain: contiguous blocks, sizes differing by at most one.
 
@@ -51,7 +67,8 @@ def assign_ranks(N: int, P: int) -> np.ndarray:
     """
     if P > N:
         raise ValueError(f"{P} MPI ranks but only {N} subdomains: every rank needs at least one "
-                         f"subdomain; run with at most {N} ranks or use more subdomains")
+                         f"subdomain; use more subdomains (>= {P}) or run on fewer ranks "
+                         f"(<= {N})")
     off = split(N, P)
     return np.repeat(np.arange(P), np.diff(off))
 

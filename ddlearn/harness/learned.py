@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from petsc4py import PETSc
 
-from ddlearn.learned.operators.attention import SchwarzAttention
+from ddlearn.nn.operators import SchwarzAttention
 from ddlearn.learned.coarse.basis import (INSITU_KIND, basis_correction_model, distributed_basis,
                                    gather_smoothing, learned_meta)
 from ddlearn.learned.operators.data import make_splits

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddlearn.decomposition.atomic import atomic_write
+from ddlearn.decomposition.structured import grid_coordinates
 
 __all__ = ["ARRAYS", "FORMAT", "VERSION", "Dataset", "Split", "content_hash", "dataset_files",
            "grid_coords", "save_dataset", "load_dataset", "read_record"]
@@ -74,10 +75,7 @@ def grid_coords(grid) -> np.ndarray:
     grid = tuple(int(g) for g in grid)
     if not grid or min(grid) < 2:
         raise ValueError(f"a grid needs at least 2 points per direction, got {grid}")
-    axes = [np.arange(g) / (g - 1) for g in grid]
-    mesh = np.meshgrid(*axes, indexing="ij")       # mesh[a] varies along array axis a
-    # columns (x, y[, z]): x is the last array axis
-    return np.stack([m.reshape(-1) for m in mesh[::-1]], axis=1).astype(np.float64)
+    return grid_coordinates(grid[::-1])  # the array's last axis is x
 
 
 def content_hash(arrays: dict) -> str:

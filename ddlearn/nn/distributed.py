@@ -3,9 +3,9 @@ owns, exchanges the overlap with its neighbours and takes part in one allreduce 
 level.
 
 Ownership. The ``N`` subdomains of a :class:`~ddlearn.nn.layout.TokenLayout` go to the ``P``
-ranks in balanced contiguous blocks of subdomain numbers (rank ``r`` gets
-:math:`\{i:\ \lfloor rN/P\rfloor \le i < \lfloor (r+1)N/P\rfloor\}`, or any map given as
-``subdomain_ranks``); rank ``r`` owns the tokens :math:`O_r = \{t:\ \mathrm{part}(t)\text{ is
+ranks in balanced contiguous blocks of subdomain numbers, the first ``N mod P`` ranks one more
+(:func:`~ddlearn.decomposition.structured.assign_ranks`, the solver's rule), or any map given as
+``subdomain_ranks``; rank ``r`` owns the tokens :math:`O_r = \{t:\ \mathrm{part}(t)\text{ is
 one of its subdomains}\}` (the non-overlapping parts, so every token has exactly one owner) and
 receives as *ghosts* :math:`G_r = \bigcup_{i\in r} I_i \setminus O_r`, the overlap that other
 ranks own. Input and output of :meth:`DistributedSchwarzMixer.forward` are the owned rows,
@@ -21,26 +21,28 @@ With :math:`Y = Y_{loc} + Y_{c}` the output of :class:`~ddlearn.nn.schwarz.Schwa
     \qquad
     Y_c|_{O_r} = \Phi|_{O_r}\,\mathrm{Att}\Big(\sum_s \hat\Phi|_{O_s}^T Q,\ \dots\Big),
 
-in three communication steps per forward:
+in three communication steps per forward, all of :mod:`ddlearn.nn.comm` (mpi4py point to point
+and one allreduce; no PETSc):
 
-1. *ghost exchange* (:math:`R_i` across ranks, PETSc's scatter FORWARD + INSERT): the rows of
-   :math:`G_r` are received from their owners, point to point; by default the input rows
-   :math:`x_t` (``channels`` numbers per row; :math:`Q, K, V` of the ghosts are then computed
+1. *ghost exchange* (:math:`R_i` across ranks, the PETSc-style scatter FORWARD + INSERT written
+   with ``Isend``/``Irecv``): the rows of :math:`G_r` are received from their owners; by
+   default the input rows :math:`x_t` (``channels`` numbers per row; :math:`Q, K, V` of the ghosts are then computed
    locally, the same arithmetic as on the owner) or, with ``ghosts='qkv'``, the rows of
    :math:`[Q\,K\,V]` (three times the bytes);
-2. *reverse exchange* (:math:`R_i^T` with ADD, SCATTER_REVERSE): the local output of rank
+2. *reverse exchange* (:math:`R_i^T` with ADD, the reverse scatter): the local output of rank
    ``r``'s subdomains on its ghost rows is sent to their owners and added there;
 3. *coarse allreduce*: each rank pools its owned rows, :math:`\hat\Phi|_{O_r}^T[Q\,K\,V]`
    (``[batch, n0, 3 channels]``), one ``Allreduce(SUM)`` gives :math:`\hat\Phi^T[Q\,K\,V]` on
    every rank, the coarse attention is computed redundantly on every rank and spread to the
    owned rows with :math:`\Phi|_{O_r}`.
 
-Every step is a :class:`torch.autograd.Function` whose backward is its adjoint: the ghost
-gather's backward sends the ghost gradients back to the owners and adds them (step 2), the
-reverse exchange's backward is a gather (step 1), and the backward of an allreduce-sum is an
-allreduce-sum of the gradients. Parameters are replicated: after ``loss.backward()`` with the
-global loss :math:`\sum_r \ell_r` (each rank's loss on its owned rows), each rank holds its share
-of every parameter gradient and :func:`allreduce_gradients` sums them, after which forward
+Every step is differentiable with its adjoint as backward: the ghost gather's backward sends the
+ghost gradients back to the owners and adds them (step 2), the reverse exchange's backward is a
+gather (step 1), and the backward of the coarse allreduce-sum is an allreduce-sum of the
+gradients (:func:`~ddlearn.nn.comm.shared_sum`). Parameters are replicated: after
+``loss.backward()`` with the global loss :math:`\sum_r \ell_r` (each rank's loss on its owned
+rows), each rank holds its share of every parameter gradient and
+:func:`~ddlearn.nn.comm.allreduce_gradients` sums them, after which forward
 output, input gradients and parameter gradients equal the serial mixer's with the same
 parameters (up to the order of the floating-point sums). The module has the serial mixer's
 parameters under the same names, so one ``state_dict`` serves both.
@@ -58,32 +60,15 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from mpi4py import MPI
 
+from .comm import Exchange, add_to_owners, exchange_pattern, ghosts, mpi_comm, shared_sum
+from .kernels import coarse_restrict
 from .mixer import merge_heads, split_heads
 from .schwarz import SchwarzMixer
 
-__all__ = ["DistributedSchwarzMixer", "exchange_plan", "subdomain_blocks", "allreduce_gradients",
-           "broadcast_parameters", "GHOSTS"]
+__all__ = ["DistributedSchwarzMixer", "exchange_plan", "GHOSTS"]
 
 GHOSTS = ("inputs", "qkv")
-
-
-def subdomain_blocks(N: int, P: int) -> np.ndarray:
-    r"""The rank of each of ``N`` subdomains: balanced contiguous blocks,
-    :math:`\mathrm{rank}(i) = \max\{r:\ \lfloor rN/P\rfloor \le i\}`.
-
-    Raises
-    ------
-    ValueError
-        When ``N < P`` (a rank would own nothing).
-    """
-    if N < P:
-        raise ValueError(f"the layout has {N} subdomain(s) for {P} ranks: every rank needs at "
-                         f"least one; build the layout with more subdomains (>= {P}) or run on "
-                         f"fewer ranks (<= {N})")
-    starts = (np.arange(P) * N) // P
-    return np.searchsorted(starts, np.arange(N), side="right") - 1
 
 
 def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
@@ -102,7 +87,7 @@ def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
         ``cols``, ``vals``, ``mean``).
     """
     N, T = layout.N, layout.tokens
-    owner = subdomain_blocks(N, P) if subdomain_ranks is None else \
+    owner = layout.owners(P) if subdomain_ranks is None else \
         np.asarray(subdomain_ranks, dtype=np.int64)
     if owner.shape != (N,) or owner.min() < 0 or owner.max() >= P:
         raise ValueError(f"subdomain_ranks must give each of the {N} subdomains a rank in "
@@ -114,34 +99,18 @@ def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
     token_rank = owner[layout.part]  # the owner of every token
     mine = np.flatnonzero(owner == rank)
     owned = np.flatnonzero(token_rank == rank)
-
     def touched(r):  # the tokens of rank r's subdomains, owned or not
         idx = layout.index[owner == r]
-        return np.unique(idx[idx < T])
+        return idx[idx < T]
 
-    def ghosts_of(r):
-        t = touched(r)
-        t = t[token_rank[t] != r]
-        return t[np.lexsort((t, token_rank[t]))]
-
-    ghosts = ghosts_of(rank)
-    recv = {int(s): int(c) for s, c in zip(*np.unique(token_rank[ghosts], return_counts=True))}
+    pattern = exchange_pattern(token_rank, touched, rank, owned, P)
+    ghost_rows = pattern["ghosts"]
     pos = np.full(T + 1, -1, dtype=np.int64)
     pos[owned] = np.arange(len(owned))
-    send = {}
-    # the ranks that may need my rows: those whose subdomains touch a token I own
-    for r in np.unique(owner[np.unique(np.flatnonzero(np.isin(layout.index,
-                                                                owned).any(axis=1)))]):
-        if r == rank:
-            continue
-        g = ghosts_of(int(r))
-        g = g[token_rank[g] == rank]  # increasing token number
-        if len(g):
-            send[int(r)] = pos[g]
     local = np.full(T + 1, -1, dtype=np.int64)
     local[owned] = np.arange(len(owned))
-    local[ghosts] = len(owned) + np.arange(len(ghosts))
-    n_loc = len(owned) + len(ghosts)
+    local[ghost_rows] = len(owned) + np.arange(len(ghost_rows))
+    n_loc = len(owned) + len(ghost_rows)
     local[T] = n_loc  # padding
     sizes = layout.sizes[mine]
     n_max = int(sizes.max())
@@ -149,104 +118,11 @@ def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
     colsum = np.bincount(layout.phi_cols, weights=layout.phi_vals, minlength=layout.n0)
     keep = token_rank[layout.phi_rows] == rank
     cols = layout.phi_cols[keep]
-    return {"subdomains": mine, "owned": owned, "ghosts": ghosts, "recv": recv, "send": send,
+    return {"subdomains": mine, "owned": owned, "ghosts": ghost_rows, "recv": pattern["recv"],
+            "send": pattern["send"],
             "local": {"index": index, "sqrt_D": layout.sqrt_D[mine, :n_max], "sizes": sizes},
             "phi": {"rows": pos[layout.phi_rows[keep]], "cols": cols,
                     "vals": layout.phi_vals[keep], "mean": layout.phi_vals[keep] / colsum[cols]}}
-
-
-# -- communication as autograd functions ---------------------------------------------------------
-
-def _numpy(z: torch.Tensor) -> np.ndarray:
-    return z.detach().to("cpu").contiguous().numpy()
-
-
-class _Exchange:
-    """Point-to-point gather of ghost rows and its adjoint (scatter-add to the owners), on
-    ``[B, rows, c]`` tensors; counts the bytes it sends."""
-
-    def __init__(self, comm, recv: dict, send: dict, n_owned: int, n_ghost: int):
-        self.comm, self.recv, self.send = comm, recv, send
-        self.n_owned, self.n_ghost = n_owned, n_ghost
-        self.send_rows = np.concatenate([send[r] for r in sorted(send)]) if send else \
-            np.zeros(0, dtype=np.int64)
-        self.bytes = 0
-
-    def _run(self, out_counts: dict, out_rows: np.ndarray, in_counts: dict, n_in: int):
-        """Send ``out_rows`` (``[rows, B, c]``, blocks in rank order) as ``out_counts`` and
-        receive ``n_in`` rows as ``in_counts``; return ``[n_in, B, c]``."""
-        inbox = np.empty((n_in,) + out_rows.shape[1:], dtype=out_rows.dtype)
-        reqs, start = [], 0
-        for r in sorted(in_counts):
-            reqs.append(self.comm.Irecv(inbox[start:start + in_counts[r]], source=r, tag=7))
-            start += in_counts[r]
-        start = 0
-        for r in sorted(out_counts):
-            block = out_rows[start:start + out_counts[r]]
-            reqs.append(self.comm.Isend(block, dest=r, tag=7))
-            self.bytes += block.nbytes
-            start += out_counts[r]
-        MPI.Request.Waitall(reqs)
-        return inbox
-
-    def gather(self, z: torch.Tensor) -> torch.Tensor:
-        """``[B, owned, c] -> [B, ghosts, c]``: the ghost rows from their owners."""
-        rows = np.ascontiguousarray(_numpy(z)[:, self.send_rows].transpose(1, 0, 2))
-        got = self._run({r: len(v) for r, v in self.send.items()}, rows, self.recv,
-                        self.n_ghost)
-        return torch.from_numpy(got.transpose(1, 0, 2).copy()).to(z.device)
-
-    def scatter_add(self, g: torch.Tensor) -> torch.Tensor:
-        """``[B, ghosts, c] -> [B, owned, c]``: ghost rows sent to their owners and added (the
-        adjoint of :meth:`gather`)."""
-        rows = np.ascontiguousarray(_numpy(g).transpose(1, 0, 2))
-        got = self._run(self.recv, rows, {r: len(v) for r, v in self.send.items()},
-                        len(self.send_rows))
-        out = g.new_zeros(g.shape[0], self.n_owned, g.shape[2])
-        got = torch.from_numpy(got.transpose(1, 0, 2).copy()).to(g.device)
-        return out.index_add_(1, torch.as_tensor(self.send_rows, device=g.device), got)
-
-
-class _Gather(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, z, ex):
-        ctx.ex = ex
-        return ex.gather(z)
-
-    @staticmethod
-    def backward(ctx, g):
-        return ctx.ex.scatter_add(g), None
-
-
-class _ScatterAdd(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, g, ex):
-        ctx.ex = ex
-        return ex.scatter_add(g)
-
-    @staticmethod
-    def backward(ctx, z):
-        return ctx.ex.gather(z), None
-
-
-class _AllreduceSum(torch.autograd.Function):
-    r""":math:`y = \sum_r z_r` on every rank; backward :math:`\partial z_r = \sum_s \partial
-    y_s` (an allreduce-sum of the gradients)."""
-
-    @staticmethod
-    def forward(ctx, z, comm, counter):
-        ctx.comm = comm
-        buf = _numpy(z).copy()
-        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        if comm.Get_size() > 1:  # one rank sends nothing
-            counter["allreduce"] += buf.nbytes
-        return torch.from_numpy(buf).to(z.device)
-
-    @staticmethod
-    def backward(ctx, g):
-        buf = _numpy(g).copy()
-        ctx.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        return torch.from_numpy(buf).to(g.device), None, None
 
 
 # -- the mixer ---------------------------------------------------------------------------------
@@ -269,7 +145,8 @@ class DistributedSchwarzMixer(SchwarzMixer):
         What the ghost exchange sends per ghost row: the input row (``channels`` numbers,
         default) or the rows of :math:`Q, K, V` (``3 channels``).
     subdomain_ranks : array_like of int, shape (N,), optional
-        The rank of each subdomain (default :func:`subdomain_blocks`).
+        The rank of each subdomain (default
+        :func:`~ddlearn.decomposition.structured.assign_ranks`).
 
     Attributes
     ----------
@@ -287,7 +164,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
     >>> mixer.load_state_dict(serial.state_dict())
     >>> y_owned = mixer(mixer.scatter(x))             # x: [B, T, C], the same on every rank
     >>> loss = (y_owned ** 2).sum(); loss.backward()
-    >>> allreduce_gradients(mixer, mixer.comm)        # then optimiser.step() on every rank
+    >>> allreduce_gradients(mixer, mixer.comm)        # ddlearn.nn.comm; then optimiser.step()
     """
 
     name = "distributed schwarz"
@@ -298,7 +175,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
         if ghosts not in GHOSTS:
             raise ValueError(f"distributed schwarz mixer: unknown ghosts {ghosts!r}, use one of "
                              f"{GHOSTS}")
-        self.comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
+        self.comm = mpi_comm(comm).Dup()
         self.ghosts, self.subdomain_ranks = ghosts, subdomain_ranks
         self.plan = None
         self.traffic = {"ghost": 0, "reverse": 0, "allreduce": 0, "total": 0}
@@ -330,8 +207,8 @@ class DistributedSchwarzMixer(SchwarzMixer):
         P, r = self.comm.Get_size(), self.comm.Get_rank()
         self.plan = exchange_plan(layout, P, r, self.subdomain_ranks)
         self.owned = self.plan["owned"]
-        self._exchange = _Exchange(self.comm, self.plan["recv"], self.plan["send"],
-                                   len(self.plan["owned"]), len(self.plan["ghosts"]))
+        self._exchange = Exchange(self.comm, self.plan["recv"], self.plan["send"],
+                                  len(self.plan["owned"]))
 
     def _local_tensors(self, device, dtype) -> dict:
         key = (str(device), dtype)
@@ -339,7 +216,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
             loc, phi = self.plan["local"], self.plan["phi"]
             t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
             self._tensors[key] = {
-                "index": t(loc["index"].reshape(-1), torch.long), "sqrt_D": t(loc["sqrt_D"]),
+                "index": t(loc["index"], torch.long), "sqrt_D": t(loc["sqrt_D"]),
                 "mask": t(loc["sqrt_D"] > 0, torch.bool), "n": t(loc["sizes"]),
                 "phi_rows": t(phi["rows"], torch.long), "phi_cols": t(phi["cols"], torch.long),
                 "phi_vals": t(phi["vals"]), "phi_mean": t(phi["mean"])}
@@ -352,7 +229,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
     def gather(self, y: torch.Tensor) -> torch.Tensor:
         """The global ``[B, T, C]`` tensor from every rank's owned rows (collective; for tests
         and inference, not differentiable)."""
-        parts = self.comm.allgather((self.owned, _numpy(y)))
+        parts = self.comm.allgather((self.owned, y.detach().to("cpu").numpy()))
         out = np.empty((y.shape[0], self.layout.tokens, y.shape[2]), dtype=parts[0][1].dtype)
         for owned, rows in parts:
             out[:, owned] = rows
@@ -391,12 +268,12 @@ class DistributedSchwarzMixer(SchwarzMixer):
         to their owners (:math:`R_i^T` with ADD)."""
         ex, n_own = self._exchange, x.shape[1]
         if self.ghosts == "inputs":
-            z = torch.cat([qkv, self.qkv(_Gather.apply(x, ex))], dim=1)
+            z = torch.cat([qkv, self.qkv(ghosts(x, ex))], dim=1)
         else:
-            z = torch.cat([qkv, _Gather.apply(qkv, ex)], dim=1)
+            z = torch.cat([qkv, ghosts(qkv, ex)], dim=1)
         ghost_bytes = ex.bytes
         y = super().local_term(None, z, L)  # [B, owned + ghosts, C_local]
-        y = y[:, :n_own] + _ScatterAdd.apply(y[:, n_own:], ex)
+        y = y[:, :n_own] + add_to_owners(y[:, n_own:], ex)
         self.traffic.update(ghost=ghost_bytes, reverse=ex.bytes - ghost_bytes)
         return y
 
@@ -404,11 +281,9 @@ class DistributedSchwarzMixer(SchwarzMixer):
         r""":math:`\Phi|_{O_r}\,\mathrm{Att}(\sum_s\hat\Phi|_{O_s}^T[Q\,K\,V])` from this
         rank's ``[B, owned, 3C]`` rows: pool, one allreduce, redundant coarse attention,
         prolongation to the owned rows; returns ``[B, owned, C_coarse]``."""
-        B, n0 = qkv.shape[0], self.layout.n0
-        rows, cols = L["phi_rows"], L["phi_cols"]
-        pooled = qkv.new_zeros(B, n0, qkv.shape[2]).index_add_(
-            1, cols, qkv[:, rows] * L["phi_mean"][:, None])
-        pooled = _AllreduceSum.apply(pooled, self.comm, self._counter)
+        pooled = coarse_restrict(qkv, L["phi_rows"], L["phi_cols"], L["phi_mean"],
+                                 self.layout.n0, 1)
+        pooled = shared_sum(pooled, self.comm, self._counter)
         hs = self.head_groups()[1]
         q0, k0, v0 = (split_heads(c, self.heads)[:, hs] for c in pooled.chunk(3, dim=-1))
         q = split_heads(qkv.chunk(3, dim=-1)[0], self.heads)[:, hs]
@@ -417,44 +292,3 @@ class DistributedSchwarzMixer(SchwarzMixer):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", ranks={self.comm.Get_size()}, ghosts={self.ghosts}"
-
-
-# -- replicated parameters -----------------------------------------------------------------------
-
-def allreduce_gradients(module: torch.nn.Module, comm=None) -> None:
-    r"""Sum every parameter's gradient over the ranks, in place: :math:`g \leftarrow \sum_r g_r`
-    (one allreduce of all gradients in one buffer; a parameter without a gradient on every rank
-    keeps none, one with a gradient on some ranks counts zero on the others). Call after
-    ``backward`` and before the optimiser step, on every rank."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    params = [p for p in module.parameters() if p.requires_grad]
-    if not params:
-        return
-    has = np.array([p.grad is not None for p in params], dtype=np.int64)
-    comm.Allreduce(MPI.IN_PLACE, has, op=MPI.SUM)
-    live = [p for p, h in zip(params, has) if h]
-    if not live:
-        return
-    dtype = live[0].dtype
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach()
-                      .to("cpu", dtype).reshape(-1) for p in live]).numpy().copy()
-    comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
-    start = 0
-    for p in live:
-        g = torch.from_numpy(flat[start:start + p.numel()]).view_as(p).to(p.device, p.dtype)
-        start += p.numel()
-        if p.grad is None:
-            p.grad = g
-        else:
-            p.grad.copy_(g)
-
-
-def broadcast_parameters(module: torch.nn.Module, comm=None, root: int = 0) -> None:
-    """Copy ``root``'s parameters and buffers to every rank, in place (replicated parameters
-    from one initialisation)."""
-    comm = MPI.COMM_WORLD if comm is None else comm
-    for t in list(module.parameters()) + list(module.buffers()):
-        buf = t.detach().to("cpu").contiguous().numpy().copy()
-        comm.Bcast(buf, root=root)
-        with torch.no_grad():
-            t.copy_(torch.from_numpy(buf))

@@ -7,26 +7,20 @@ Per head, with :math:`K = XW_K`, :math:`V = XW_V` and latent queries
           Y = \mathrm{softmax}_{\text{latents}}(K\tilde Q^T/\sqrt d)\,Z,
 
 two fused ``scaled_dot_product_attention`` calls (encode, decode): a rank-:math:`\le M` mixing
-matrix, :math:`O(TMd)` time. :func:`route` is the encode-decode pair, shared with FLARE++.
+matrix, :math:`O(TMd)` time (:func:`~ddlearn.nn.kernels.route`, shared with FLARE++ and the
+paper-form FLARE).
 """
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from .kernels import route
 from .mixer import TokenMixer, merge_heads, split_heads
 
-__all__ = ["FLAREMixer", "route"]
-
-
-def route(queries: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Encode ``T`` tokens into the ``M`` routes of ``queries`` (``[.., H, M, d]``) and decode
-    them back: ``SDPA(K, Q, SDPA(Q, K, V))``, ``[B, H, T, d]``."""
-    z = F.scaled_dot_product_attention(queries.expand(k.shape[0], -1, -1, -1), k, v)
-    return F.scaled_dot_product_attention(k, queries.expand(k.shape[0], -1, -1, -1), z)
+__all__ = ["FLAREMixer"]
 
 
 class FLAREMixer(TokenMixer):

@@ -6,7 +6,7 @@ own encoder (the same keys and values :math:`K = XW_K`, :math:`V = XW_V`):
 .. math:: Q(X) = \mathrm{softmax}_{\text{tokens}}(\hat QK^T/\sqrt d)\,V,
 
 and :math:`Q(X)` routes the tokens as FLARE's fixed queries do
-(:func:`~ddlearn.nn.flare.route`): still rank :math:`\le M`, :math:`O(TMd)` time, three SDPA
+(:func:`~ddlearn.nn.kernels.route`): still rank :math:`\le M`, :math:`O(TMd)` time, three SDPA
 calls per head. Reusing the encoder keeps FLARE's parameter count (plus nothing: the seeds
 replace the queries), so that the two are compared at equal size.
 """
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from .flare import FLAREMixer, route
+from .flare import FLAREMixer
+from .kernels import route
 from .mixer import merge_heads, split_heads
 
 __all__ = ["FLAREPlusPlusMixer"]

@@ -3,8 +3,9 @@ cloud, built once from the token coordinates and cached.
 
 A layout of ``T`` tokens at points :math:`p_t\in\mathbb R^{dim}` holds, as in the solver:
 
-- ``N`` non-overlapping parts from one of the project's partitioners (``boxes``, ``rcb``,
-  ``metis``; :mod:`ddlearn.decomposition.serial_partition`), each grown by ``overlap`` layers of
+- ``N`` non-overlapping parts from one of the project's partitioners of points (``boxes``,
+  ``rcb``, ``metis``, ...:
+  :data:`~ddlearn.decomposition.serial_partition.POINT_PARTITIONERS`), each grown by ``overlap`` layers of
   the token graph into the overlapping index set :math:`I_i` (:math:`R_i` its restriction);
 - the partition of unity :math:`D_i = \mathrm{diag}(1/m_t,\ t\in I_i)` with :math:`m_t` the
   number of sets containing token ``t``, so that :math:`\sum_i R_i^TD_iR_i = I`;
@@ -34,13 +35,12 @@ import scipy.sparse as sp
 import torch
 from scipy.spatial import cKDTree
 
-from ..decomposition.coarse import hats_on_boxes
-from ..decomposition.serial_partition import (box_partition, grow_overlap, metis_partition,
-                                              rcb_partition)
+from ..decomposition.coarse import hats_on_boxes, pou_columns
+from ..decomposition.record import DecompositionRecord
+from ..decomposition.serial_partition import POINT_PARTITIONERS, grow_overlap, partition_points
 
-__all__ = ["TokenLayout", "token_graph", "PARTITIONERS", "COARSE_BASES"]
+__all__ = ["TokenLayout", "token_graph", "COARSE_BASES"]
 
-PARTITIONERS = ("boxes", "rcb", "metis")
 COARSE_BASES = ("pou", "hats")
 
 #: the most recently built layouts by fingerprint (bounded: a long run over many meshes keeps
@@ -77,44 +77,27 @@ def _fingerprint(*arrays) -> str:
 
 
 @dataclass(eq=False)
-class TokenLayout:
+class TokenLayout(DecompositionRecord):
     r"""Subdomains, partition of unity and coarse basis of ``T`` tokens (see module docstring).
 
     Build with :meth:`build`; equal arguments return the same cached object.
 
+    The fields of :class:`~ddlearn.decomposition.record.DecompositionRecord` (``tokens``,
+    ``index``, ``sqrt_D``, ``sizes``, ``part``, ``phi_rows``, ``phi_cols``, ``phi_vals``,
+    ``n0``), and:
+
     Attributes
     ----------
-    tokens, dim : int
-        ``T`` and the coordinate dimension.
-    index : ndarray, shape (N, n_max)
-        Token numbers of :math:`I_i`, padded with ``T``.
-    sqrt_D : ndarray, shape (N, n_max)
-        :math:`D_i^{1/2}` on :math:`I_i`, zero on the padding.
-    sizes : ndarray, shape (N,)
-        :math:`n_i = |I_i|`.
-    phi_rows, phi_cols, phi_vals : ndarray
-        :math:`\Phi` in coordinate format; ``n0`` its columns.
+    dim : int
+        The coordinate dimension.
     settings : dict
         The arguments it was built from; ``fingerprint`` identifies coordinates + settings.
     """
 
-    tokens: int
-    dim: int
-    index: np.ndarray
-    sqrt_D: np.ndarray
-    sizes: np.ndarray
-    part: np.ndarray
-    phi_rows: np.ndarray
-    phi_cols: np.ndarray
-    phi_vals: np.ndarray
-    n0: int
-    settings: dict
-    fingerprint: str
+    dim: int = 0
+    settings: dict = field(default_factory=dict)
+    fingerprint: str = ""
     _tensors: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def N(self) -> int:
-        return len(self.sizes)
 
     @classmethod
     def build(cls, coords, subdomains: int | None = None, overlap: int = 1,
@@ -129,7 +112,9 @@ class TokenLayout:
             ``N``. Default: ``T / subdomain_size`` rounded, else 16.
         overlap : int
             Graph layers added to every part (0: non-overlapping).
-        partitioner : {'boxes', 'rcb', 'metis'}
+        partitioner : str
+            A name of :data:`~ddlearn.decomposition.serial_partition.POINT_PARTITIONERS`
+            (``boxes``, ``rcb``, ``metis``).
         coarse : {'pou', 'hats'}
             ``hats`` needs ``partitioner='boxes'``.
         subdomain_size : int, optional
@@ -152,8 +137,9 @@ class TokenLayout:
         if not np.all(np.isfinite(coords)):
             raise ValueError("coords contain NaN or inf: pass finite token coordinates")
         T, dim = coords.shape
-        if partitioner not in PARTITIONERS:
-            raise ValueError(f"unknown partitioner {partitioner!r}: use one of {PARTITIONERS}")
+        if partitioner not in POINT_PARTITIONERS:
+            raise ValueError(f"unknown partitioner {partitioner!r}: use one of "
+                             f"{tuple(POINT_PARTITIONERS)}")
         if coarse not in COARSE_BASES:
             raise ValueError(f"unknown coarse basis {coarse!r}: use one of {COARSE_BASES}")
         if coarse == "hats" and partitioner != "boxes":
@@ -185,17 +171,10 @@ class TokenLayout:
             _CACHE.move_to_end(fp)
             return _CACHE[fp]
         G = token_graph(coords) if graph is None else sp.csr_matrix(graph, dtype=np.float64)
-        hats = None
-        if partitioner == "boxes":
-            try:
-                part, axis_index, offsets = box_partition(coords, N)
-            except ValueError as e:
-                raise ValueError(f"{e}: use fewer subdomains or partitioner='rcb'") from None
-            hats = (axis_index, offsets)
-        elif partitioner == "rcb":
-            part = rcb_partition(coords, N)
-        else:
-            part = metis_partition(G, N)
+        try:
+            part, hats = partition_points(partitioner, coords, G, N)
+        except ValueError as e:
+            raise ValueError(f"{e}: use fewer subdomains or partitioner='rcb'") from None
         empty = np.flatnonzero(np.bincount(part, minlength=N) == 0)
         if len(empty):
             raise ValueError(f"the {partitioner} partition of {T} tokens into {N} parts left "
@@ -203,25 +182,17 @@ class TokenLayout:
                              f"subdomains or another partitioner")
         S = grow_overlap(G, part, N, int(overlap)).tocsc()  # (T, N) incidence of the I_i
         m = np.asarray(S.sum(axis=1)).ravel()
-        sizes = np.diff(S.indptr)
-        n_max = int(sizes.max())
-        index = np.full((N, n_max), T, dtype=np.int64)
-        sqrt_D = np.zeros((N, n_max))
-        for i in range(N):  # set-up only, once per layout
-            I = S.indices[S.indptr[i]:S.indptr[i + 1]]
-            index[i, :len(I)] = I
-            sqrt_D[i, :len(I)] = 1.0 / np.sqrt(m[I])
+        sets = np.split(S.indices, S.indptr[1:-1])
         if coarse == "pou":
-            Phi = sp.csr_matrix((1.0 / m[S.tocoo().row], (S.tocoo().row, S.tocoo().col)),
-                                shape=(T, N))
+            rows, cols, vals = pou_columns(sets, [1.0 / m[I] for I in sets],
+                                           [np.ones((len(I), 1)) for I in sets], range(N))
+            Phi = sp.csr_matrix((vals, (rows, cols)), shape=(T, N))
         else:
             H = hats_on_boxes(*hats).tocsr()
             rest = 1.0 - np.asarray(H.sum(axis=1)).ravel()
             Phi = sp.hstack([H, sp.csr_matrix(np.where(rest > 1e-14, rest, 0.0)[:, None])]).tocsr()
-        Phi = Phi.tocoo()
-        layout = cls(T, dim, index, sqrt_D, sizes, part, Phi.row.astype(np.int64),
-                     Phi.col.astype(np.int64), Phi.data.astype(np.float64), Phi.shape[1],
-                     settings, fp)
+        layout = cls(**cls.fields(sets, m, part, Phi), dim=dim, settings=settings,
+                     fingerprint=fp)
         _CACHE[fp] = layout
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
@@ -238,8 +209,8 @@ class TokenLayout:
                              f"(TokenLayout.build) and set it with set_layout")
 
     def tensors(self, device, dtype) -> dict:
-        """The layout as torch tensors on ``device`` (cached per device and dtype): ``index``
-        (flattened), ``sqrt_D``, ``mask`` (True on real entries), ``n`` (sizes), ``phi_rows``,
+        """The layout as torch tensors on ``device`` (cached per device and dtype): ``index``,
+        ``sqrt_D``, ``mask`` (True on real entries), ``n`` (sizes), ``phi_rows``,
         ``phi_cols``, ``phi_vals``, ``phi_mean`` (:math:`\\Phi` scaled so that its columns sum
         to one: pooling by weighted means)."""
         key = (str(device), dtype)
@@ -247,7 +218,7 @@ class TokenLayout:
             colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
             t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731
             self._tensors[key] = {
-                "index": t(self.index.reshape(-1), torch.long),
+                "index": t(self.index, torch.long),
                 "sqrt_D": t(self.sqrt_D),
                 "mask": t(self.sqrt_D > 0, torch.bool),
                 "n": t(self.sizes),

@@ -1,18 +1,24 @@
-"""The token mixers by name: what a backbone, a checkpoint and the benchmark choose from.
+"""The token mixers and the operator-learning models by name: what a backbone, a checkpoint and
+the benchmarks choose from.
 
-A new mixer is its module (a :class:`~ddlearn.nn.mixer.TokenMixer` subclass) and one line here.
+A new mixer is its module (a :class:`~ddlearn.nn.mixer.TokenMixer` subclass) and one line in
+:data:`MIXERS`; a new operator-learning model (an ``nn.Module`` with ``kind`` and ``config``,
+:mod:`ddlearn.nn.operators`) is its class and one line in :data:`MODELS`.
 """
 from __future__ import annotations
+
+from torch import nn
 
 from .flare import FLAREMixer
 from .flarepp import FLAREPlusPlusMixer
 from .galerkin import GalerkinMixer
 from .mixer import TokenMixer
+from .operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention
 from .physics import PhysicsAttentionMixer
 from .schwarz import SchwarzMixer
 from .softmax import SoftmaxMixer
 
-__all__ = ["MIXERS", "mixer_class", "make_mixer"]
+__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS"]
 
 #: name -> class, in the study's order
 MIXERS: dict[str, type[TokenMixer]] = {c.name: c for c in (
@@ -22,6 +28,15 @@ MIXERS: dict[str, type[TokenMixer]] = {c.name: c for c in (
     FLAREMixer,
     FLAREPlusPlusMixer,
     PhysicsAttentionMixer,
+)}
+
+#: operator-learning model ``kind`` -> class: what a checkpoint can rebuild and what the study
+#: compares, in the study's order
+MODELS: dict[str, type[nn.Module]] = {c.kind: c for c in (
+    SchwarzAttention,
+    GlobalAttention,
+    FLARE,
+    FLAREPlusPlus,
 )}
 
 

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kernels import coarse_prolong, coarse_restrict, extend_add, restrict
 from .mixer import TokenMixer, merge_heads, split_heads
 
 __all__ = ["SchwarzMixer", "ATTENTIONS", "LEVELS", "PROLONGATIONS", "COMBINES"]
@@ -107,20 +108,18 @@ class SchwarzMixer(TokenMixer):
         N, n_max = L["sqrt_D"].shape
         if self.attention == "galerkin":  # normalised on the tokens, before the weights
             k, v = self.norm_k(k), self.norm_v(v)
-        pad = q.new_zeros(B, H, 1, d)
 
-        def restrict(z):  # R_i z for all i and heads at once, padded: [B, H N, n_max, d]
-            return torch.cat([z, pad], dim=2)[:, :, L["index"]].view(B, H * N, n_max, d)
+        def restricted(z):  # R_i z for all i and heads at once, padded: [B, H N, n_max, d]
+            return restrict(z, L["index"], 2).view(B, H * N, n_max, d)
 
         w = L["sqrt_D"].repeat(H, 1)[None, :, :, None]
-        qi, ki, vi = restrict(q), restrict(k), restrict(v) * w
+        qi, ki, vi = restricted(q), restricted(k), restricted(v) * w
         if self.attention == "softmax":
             y = F.scaled_dot_product_attention(
                 qi, ki, vi, attn_mask=L["mask"].repeat(H, 1)[None, :, None, :])
         else:  # the padding has k = 0 and w = 0: it adds nothing
             y = self._galerkin(qi, ki, vi, L["n"].repeat(H)[None, :, None, None])
-        out = q.new_zeros(B, H, T + 1, d)
-        return out.index_add_(2, L["index"], (y * w).view(B, H, N * n_max, d))[:, :, :T]
+        return extend_add((y * w).view(B, H, N, n_max, d), L["index"], T, 2)
 
     def coarse_attention(self, q0, k0, v0) -> torch.Tensor:
         """Attention among the ``n0`` coarse tokens, ``[B, h, n0, d]``."""
@@ -133,21 +132,17 @@ class SchwarzMixer(TokenMixer):
         coarse tokens), ``[B, h, T, d]`` on the tokens of ``q``."""
         if self.prolongation == "attention":
             return F.scaled_dot_product_attention(q, k0, y0)
-        B, H, _, d = y0.shape
-        return y0.new_zeros(B, H, T, d).index_add_(
-            2, L["phi_rows"], y0[:, :, L["phi_cols"]] * L["phi_vals"][:, None])
+        return coarse_prolong(y0, L["phi_rows"], L["phi_cols"], L["phi_vals"], T, 2)
 
     def coarse(self, q, k, v, L, n0: int) -> torch.Tensor:
         r""":math:`\Phi\,\mathrm{Att}(\hat\Phi^TQ, \hat\Phi^TK, \hat\Phi^TV)`."""
-        B, H, T, d = q.shape
-        rows, cols = L["phi_rows"], L["phi_cols"]
-        pool = L["phi_mean"][:, None]
+        T = q.shape[2]
 
-        def restrict(z):  # hat Phi^T z: [B, H, n0, d]
-            return z.new_zeros(B, H, n0, d).index_add_(2, cols, z[:, :, rows] * pool)
+        def pooled(z):  # hat Phi^T z: [B, H, n0, d]
+            return coarse_restrict(z, L["phi_rows"], L["phi_cols"], L["phi_mean"], n0, 2)
 
-        k0 = restrict(k)
-        return self.prolong(self.coarse_attention(restrict(q), k0, restrict(v)), q, k0, L, T)
+        k0 = pooled(k)
+        return self.prolong(self.coarse_attention(pooled(q), k0, pooled(v)), q, k0, L, T)
 
     def head_groups(self) -> tuple[slice, slice]:
         """The heads of the local and of the coarse level."""

@@ -132,10 +132,9 @@ class SchwarzAttentionPC:
             viewer.printfASCII("  Schwarz attention: not set up\n")
             return
         c = m.config
-        n0 = m.coarse.Phi.getSize()[1] if m.coarse is not None else 0
         viewer.printfASCII(
             f"  Schwarz attention, mode {self.mode}: N = {c['N']} subdomains (overlap "
-            f"{c['overlap']}), r_l = {c['r_local']}, coarse {c['coarse']} n_0 = {n0}, "
+            f"{c['overlap']}), r_l = {c['r_local']}, coarse {c['coarse']} n_0 = {m.n0}, "
             f"r_0 = {c['r0']} on rank {m.layout.coarse_rank}, {m.num_parameters()} parameters, "
             f"{'symmetric' if m.symmetric else 'nonsymmetric'}, {m.layout.size} ranks\n")
         if self.asm is not None:

@@ -12,7 +12,7 @@ r"""The learned two-level Schwarz preconditioner: Schwarz attention that adapts 
 with :math:`M_{RAS}^{-1} = \sum_i \tilde R_i^T A_i^{-1} R_i` restricted additive Schwarz and
 :math:`\Omega` diagonal, :math:`\omega_i` on the rows subdomain :math:`i` owns: one learned
 Schwarz smoothing step of the basis per subdomain, plus the local part of a one-level
-:class:`~ddlearn.learned.operators.attention.SchwarzAttention`. The learned operator does not replace
+:class:`~ddlearn.nn.operators.SchwarzAttention`. The learned operator does not replace
 :math:`A^{-1}`: it corrects the coarse basis subdomain by subdomain, and the coarse operator
 stays the Galerkin one. Why this shape (``docs/learned_preconditioner.md``):
 
@@ -46,7 +46,7 @@ from ...classical.overlapping import asm_pc
 from ...classical.reference import one_level, two_level
 from ...decomposition import Decomposition
 from ...classical.coarse import grid_basis
-from ..operators.attention import SchwarzAttention
+from ...nn.operators import SchwarzAttention
 from ..operators.distributed import apply_batch
 
 __all__ = ["INSITU_KIND", "VARIANTS", "learned_meta", "distributed_basis", "gather_smoothing",

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from petsc4py import PETSc
 
-from ..operators.distributed import apply_batch, linear_map, shared_sum
+from ...nn.comm import shared_sum
+from ..operators.distributed import apply_batch, linear_map
 from ...classical.krylov import solve
 from ...classical.overlapping import asm_pc
 from ...classical.twolevel import TwoLevelSchwarz

@@ -14,10 +14,9 @@ import torch
 
 from ...decomposition.atomic import atomic_write
 from ..common import read_payload
-from .attention import GlobalAttention, SchwarzAttention
-from .flare import FLARE, FLAREPlusPlus
+from ...nn.registry import MODELS
 
-__all__ = ["MODELS", "save", "load", "build_model", "architecture", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "build_model", "architecture", "FORMAT", "VERSION"]
 
 FORMAT = "ddlearn-checkpoint"
 VERSION = 1
@@ -27,16 +26,6 @@ def architecture(config: dict) -> dict:
     """The config without its initialisation-only entries: two models with equal architectures
     can exchange parameters."""
     return {k: v for k, v in config.items() if k not in ("seed", "init_scale")}
-
-
-#: The operator-learning models by ``kind``: what a checkpoint can rebuild and what the study
-#: compares, in the study's order. A new model is its module and one line here.
-MODELS: dict[str, type[torch.nn.Module]] = {c.kind: c for c in (
-    SchwarzAttention,
-    GlobalAttention,
-    FLARE,
-    FLAREPlusPlus,
-)}
 
 
 def build_model(config: dict) -> torch.nn.Module:

@@ -4,12 +4,12 @@ Every linear model here acts on rows, :math:`u^T = f^T W` with :math:`W = M^T`. 
 *squared relative* error :math:`\sum_b \|Mf_b-u_b\|^2/\|u_b\|^2` (the square of the training loss)
 is least squares on the rows scaled by :math:`1/\|u_b\|`: :math:`\tilde F, \tilde U`.
 
-- :class:`~ddlearn.learned.operators.attention.GlobalAttention` (:math:`W = KQ^T`): reduced-rank
+- :class:`~ddlearn.nn.operators.GlobalAttention` (:math:`W = KQ^T`): reduced-rank
   regression. :math:`Q` spans the dominant right singular subspace of the least-squares fit
   :math:`\hat U = P_{\tilde F}\tilde U` (a randomized range finder with power iterations,
   Halko–Martinsson–Tropp 2011), then :math:`K = \arg\min_K \|\tilde F K Q^T - \tilde U\|_F
   = \tilde F^+ \tilde U Q`.
-- :class:`~ddlearn.learned.operators.attention.SchwarzAttention`: the coarse block first,
+- :class:`~ddlearn.nn.operators.SchwarzAttention`: the coarse block first,
   :math:`\min \|\tilde F\Phi K_0Q_0^T\Phi^T - \tilde U\|_F` (rank :math:`r_0`), then every local
   block on the residual :math:`E = \tilde U - \text{coarse}`: block :math:`i` sees
   :math:`x_i = D_i^{1/2}R_i\tilde f` and is fitted to :math:`y_i = D_i^{1/2}R_i e` (rank
@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .attention import GlobalAttention, SchwarzAttention
-from .flare import FLARE
+from ...nn.operators import FLARE, GlobalAttention, SchwarzAttention
 
 __all__ = ["range_finder", "reduced_rank_fit", "data_init"]
 

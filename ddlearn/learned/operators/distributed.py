@@ -1,15 +1,17 @@
-r"""Schwarz attention distributed the way Schwarz methods run.
+r"""Schwarz attention distributed the way Schwarz methods run, and the PETSc side of the learned
+operators (batched PETSc applies, the exact solver of the training targets).
 
 Rank ``r`` owns its subdomains' blocks :math:`Q_i, K_i` and the rows of every vector that
 :class:`~ddlearn.decomposition.petsc_rows.RowLayout` gives it; the coarse rank alone owns :math:`Q_0, K_0`. One apply
 
 .. math:: u = \Phi\,Q_0K_0^T\,\Phi^T f + \sum_i R_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} R_i f
 
-moves only overlap values (the PETSc scatter of :math:`R = [R_i]_{i\ \mathrm{local}}` and its
-summing adjoint) and the :math:`n_0` coarse values (:math:`\Phi^T`, a distributed matrix whose
-columns all live on the coarse rank, and :math:`\Phi`). Both are wrapped as
-:class:`torch.autograd.Function` s whose backward is the adjoint operation, so every rank trains
-its own parameters with a standard torch optimizer and gradients are exact.
+moves only overlap values (the overlap exchange of :mod:`ddlearn.nn.comm`: the ghost rows from
+their owners, and back with ADD) and the coarse values a rank's rows touch (the same exchange with
+every coarse value owned by the coarse rank: :math:`\Phi^T` adds each rank's partial sums there,
+:math:`\Phi` brings the coarse values back). Both are differentiable with their adjoints as
+backward, so every rank trains its own parameters with a standard torch optimizer and gradients
+are exact.
 """
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ from petsc4py import PETSc
 from torch import nn
 
 from . import checkpoint as ckpt_io
-from .attention import SchwarzAttention, padded_blocks
 from ...decomposition.collective import collective_check
-from ...decomposition.petsc_rows import RowLayout as Layout
+from ...decomposition.petsc_rows import RowLayout
+from ...nn.comm import Exchange, add_to_owners, exchange_pattern, ghosts
+from ...nn.kernels import coarse_prolong, coarse_restrict, schwarz_local
+from ...nn.operators import SchwarzAttention
 
-__all__ = ["DistributedSchwarzAttention", "OverlapScatter", "CoarseMap", "allreduce_sum",
-           "PetscExactSolver", "shared_sum", "apply_batch", "linear_map"]
+__all__ = ["DistributedSchwarzAttention", "PetscExactSolver", "apply_batch", "linear_map"]
 
 
 def _dense(comm, rows: int, X: np.ndarray) -> PETSc.Mat:
@@ -80,91 +83,6 @@ def _columns(apply, X: np.ndarray, x: PETSc.Vec, y: PETSc.Vec) -> np.ndarray:
     return out
 
 
-class OverlapScatter:
-    r"""The restriction :math:`R f = (R_i f)_{i\ \mathrm{local}}` of a distributed batch to the
-    concatenated local subdomain vectors, and its adjoint :math:`R^T` (sum into owners), as one
-    PETSc scatter per batch size (block size = number of right-hand sides).
-
-    ``ghosts`` counts the entries a rank receives from other ranks for one right-hand side: the
-    forward scatter receives them, the reverse scatter sends them back.
-    """
-
-    def __init__(self, layout: Layout):
-        self.layout = layout
-        dec = layout.dec
-        self.index = np.concatenate([layout.iperm[dec.subdomains[i]]
-                                     for i in layout.local_subdomains]).astype(PETSc.IntType)
-        self.m = len(self.index)
-        self.ghosts = int(np.count_nonzero((self.index < layout.lo) | (self.index >= layout.hi)))
-        self._cache = {}
-
-    def _objects(self, B: int):
-        if B not in self._cache:
-            L = self.layout
-            g = PETSc.Vec().createMPI((L.nlocal * B, L.n * B), bsize=B, comm=L.comm)
-            loc = PETSc.Vec().createSeq(self.m * B, bsize=B, comm=PETSc.COMM_SELF)
-            iset = PETSc.IS().createBlock(B, self.index, comm=PETSc.COMM_SELF)
-            sc = PETSc.Scatter().create(g, iset, loc, None)
-            iset.destroy()
-            self._cache[B] = (g, loc, sc)
-        return self._cache[B]
-
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """``(B, nlocal)`` owned rows → ``(B, m)`` local subdomain values."""
-        B = x.shape[0]
-        g, loc, sc = self._objects(B)
-        g.setArray(np.ascontiguousarray(x.T).ravel())
-        sc.scatter(g, loc, PETSc.InsertMode.INSERT, PETSc.ScatterMode.FORWARD)
-        return loc.getArray(readonly=True).reshape(self.m, B).T.copy()
-
-    def adjoint(self, y: np.ndarray) -> np.ndarray:
-        """``(B, m)`` local subdomain values → ``(B, nlocal)`` sums at the owners."""
-        B = y.shape[0]
-        g, loc, sc = self._objects(B)
-        loc.setArray(np.ascontiguousarray(y.T).ravel())
-        g.set(0.0)
-        sc.scatter(loc, g, PETSc.InsertMode.ADD, PETSc.ScatterMode.REVERSE)
-        return g.getArray(readonly=True).reshape(-1, B).T.copy()
-
-    def destroy(self):
-        for objs in self._cache.values():
-            for o in objs:
-                o.destroy()
-        self._cache.clear()
-
-
-class CoarseMap:
-    r""":math:`\Phi^T` (owned rows → coarse vector on the coarse rank) and :math:`\Phi`, one
-    right-hand side at a time through PETSc's MatMultTranspose/MatMult: their messages are
-    exactly what :meth:`DistributedSchwarzAttention.bytes_per_apply` counts (and the distributed
-    benchmark checks against PETSc's log); MatTransposeMatMult communicates differently.
-
-    ``ghosts`` counts the coarse values this rank exchanges per right-hand side: the coarse
-    columns its rows touch when it is not the coarse rank (PETSc sends its partial
-    :math:`\Phi^T f` to the coarse rank and receives those coarse values back).
-    """
-
-    def __init__(self, layout: Layout, Phi_sp):
-        self.layout = layout
-        self.Phi = layout.phi(Phi_sp)
-        self.xc, self.yf = self.Phi.createVecRight(), self.Phi.createVecLeft()
-        self.n0_local = self.xc.getLocalSize()
-        rows = Phi_sp.tocsr()[layout.local_natural()]
-        self.ghosts = 0 if layout.rank == layout.coarse_rank else int(len(np.unique(rows.indices)))
-
-    def restrict(self, x: np.ndarray) -> np.ndarray:
-        """``(B, nlocal)`` → ``(B, n0 on the coarse rank, else 0)``."""
-        return _columns(self.Phi.multTranspose, x, self.yf, self.xc)
-
-    def prolong(self, c: np.ndarray) -> np.ndarray:
-        """``(B, n0 or 0)`` → ``(B, nlocal)``."""
-        return _columns(self.Phi.mult, c, self.xc, self.yf)
-
-    def destroy(self):
-        for o in (self.Phi, self.xc, self.yf):
-            o.destroy()
-
-
 def linear_map(forward, adjoint):
     """An autograd Function applying a linear map whose backward is its adjoint."""
 
@@ -180,53 +98,12 @@ def linear_map(forward, adjoint):
     return Map.apply
 
 
-class _AllReduceSum(torch.autograd.Function):
-    """Sum over ranks. Every rank then computes the same global loss, so the gradient of each
-    rank's addend is the incoming gradient itself."""
-
-    @staticmethod
-    def forward(ctx, x, comm):
-        out = x.detach().double().numpy().copy()
-        comm.Allreduce(MPI.IN_PLACE, out, op=MPI.SUM)
-        return torch.from_numpy(out).to(x.dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g, None
-
-
-def allreduce_sum(x: torch.Tensor, comm) -> torch.Tensor:
-    """Differentiable ``MPI_Allreduce(SUM)`` of a tensor whose result only feeds replicated
-    computations (a loss every rank evaluates identically)."""
-    return _AllReduceSum.apply(x, comm)
-
-
-class _SharedSum(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, comm):
-        ctx.comm = comm
-        return _AllReduceSum.forward(None, x, comm)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _AllReduceSum.forward(None, g, ctx.comm), None
-
-
-def shared_sum(x: torch.Tensor, comm) -> torch.Tensor:
-    r"""Differentiable ``MPI_Allreduce(SUM)`` whose result may also feed rank-local computations
-    (a CG step length multiplying each rank's rows). Its adjoint is again the sum over ranks, so
-    a replicated loss :math:`L` must be differentiated as :math:`L/P` on each of the :math:`P`
-    ranks: replicated paths then contribute :math:`P \cdot \tfrac1P` and rank-local paths their
-    own exact share."""
-    return _SharedSum.apply(x, comm)
-
-
 # Checkpoint entries that restart training; everything else is metadata a loader keeps.
 _TRAINING_STATE = ("state", "current_state", "optimizer", "scheduler", "sampler")
 
 
 class DistributedSchwarzAttention(nn.Module):
-    r"""The distributed form of :class:`~ddlearn.learned.operators.attention.SchwarzAttention`.
+    r"""The distributed form of :class:`~ddlearn.nn.operators.SchwarzAttention`.
 
     Built from a serial model (its parameters are sliced: this rank keeps only its subdomains'
     :math:`Q_i, K_i`, and :math:`Q_0, K_0` only on the coarse rank), or from a checkpoint of
@@ -246,32 +123,51 @@ class DistributedSchwarzAttention(nn.Module):
         self.config = dict(serial.config)
         self.meta = {}
         self._num_parameters = serial.num_parameters()
-        self.layout = L = Layout(serial.dec, comm, coarse_rank)
-        self.n, self.nlocal = L.n, L.nlocal
+        self.layout = L = RowLayout(serial.dec, comm, coarse_rank)
+        self.n, self.nlocal, self.n0 = L.n, L.nlocal, serial.n0
+        dec, mpi = serial.dec, L.comm.tompi4py()
+        # the owner of every unknown: the rank of the subdomain whose non-overlapping set has it
+        row_rank = L.owner[serial.record.part]
+        owned = L.local_natural()
+
+        def rows_of(r):  # the unknowns rank r owns
+            return np.concatenate([dec.owned[i] for i in np.flatnonzero(L.owner == r)])
+
+        pattern = exchange_pattern(row_rank, lambda r: np.concatenate(
+            [dec.subdomains[i] for i in np.flatnonzero(L.owner == r)]), L.rank, owned, L.size)
+        self.overlap = Exchange(mpi, pattern["recv"], pattern["send"], self.nlocal)
+        # local numbering: the owned rows in the layout's order, then the ghosts; n pads
+        local = np.full(dec.n + 1, -1, dtype=np.int64)
+        local[owned] = np.arange(self.nlocal)
+        local[pattern["ghosts"]] = self.nlocal + np.arange(len(pattern["ghosts"]))
+        local[dec.n] = self.nlocal + len(pattern["ghosts"])
         loc = torch.from_numpy(L.local_subdomains)
-        sizes = serial.dec.sizes[L.local_subdomains]
-        # Position of each local subdomain entry inside the concatenated local vector.
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        idx = serial.idx[loc].clone()
-        for j, (o, s) in enumerate(zip(offsets[:-1], sizes)):
-            idx[j, :s] = torch.arange(o, o + s)
-            idx[j, s:] = int(offsets[-1])
-        self.register_buffer("idx", idx, persistent=False)
+        self.register_buffer("idx", torch.from_numpy(local[serial.idx[loc].numpy()]),
+                             persistent=False)
         self.register_buffer("sqrtD", serial.sqrtD[loc].clone(), persistent=False)
         self.Q = nn.Parameter(serial.Q.detach()[loc].clone())
         self.K = self.Q if serial.K is serial.Q else nn.Parameter(serial.K.detach()[loc].clone())
-        self.scatter = OverlapScatter(L)
         self.coarse = None
         if not serial.one_level:
-            self.coarse = CoarseMap(L, serial.Phi_sp)
+            Phi = serial.Phi_sp.tocsr()
+            # every coarse value lives on the coarse rank; a rank's ghosts are the columns its
+            # rows touch
+            mine = np.arange(self.n0) if L.rank == coarse_rank else np.zeros(0, dtype=np.int64)
+            cp = exchange_pattern(np.full(self.n0, coarse_rank), lambda r: Phi[rows_of(r)].indices,
+                                  L.rank, mine, L.size)
+            self.coarse = Exchange(mpi, cp["recv"], cp["send"], len(mine))
+            col = np.full(self.n0, -1, dtype=np.int64)
+            col[mine] = np.arange(len(mine))
+            col[cp["ghosts"]] = len(mine) + np.arange(len(cp["ghosts"]))
+            P = Phi[owned].tocoo()
+            dt = serial.sqrtD.dtype
+            self.register_buffer("phi_rows", torch.from_numpy(P.row.astype(np.int64)),
+                                 persistent=False)
+            self.register_buffer("phi_cols", torch.from_numpy(col[P.col]), persistent=False)
+            self.register_buffer("phi_vals", torch.from_numpy(P.data).to(dt), persistent=False)
             if L.rank == coarse_rank:
                 self.Q0 = nn.Parameter(serial.Q0.detach().clone())
                 self.K0 = self.Q0 if serial.K0 is serial.Q0 else nn.Parameter(serial.K0.detach().clone())
-        self._R = linear_map(self.scatter.forward, self.scatter.adjoint)
-        self._Rt = linear_map(self.scatter.adjoint, self.scatter.forward)
-        if self.coarse is not None:
-            self._PhiT = linear_map(self.coarse.restrict, self.coarse.prolong)
-            self._Phi = linear_map(self.coarse.prolong, self.coarse.restrict)
 
     @property
     def comm(self):
@@ -289,18 +185,22 @@ class DistributedSchwarzAttention(nn.Module):
                          f"{self.layout.rank} does not fit its {self.nlocal} owned rows: pass "
                          f"(batch, nlocal) arrays in the layout's PETSc ordering")
         Q, K = (self.K, self.Q) if transpose else (self.Q, self.K)
-        w = self._R(f)
-        u = self._Rt(padded_blocks(w, self.idx, self.sqrtD, Q, K))
+        z = torch.cat([f, ghosts(f, self.overlap)], dim=1)           # R f on the local rows
+        y = schwarz_local(z, self.idx, self.sqrtD, Q, K)
+        u = y[:, :self.nlocal] + add_to_owners(y[:, self.nlocal:], self.overlap)
         if self.coarse is not None:
-            c = self._PhiT(f)
+            ex, Phi = self.coarse, (self.phi_rows, self.phi_cols, self.phi_vals)
+            c = coarse_restrict(f, *Phi, ex.n_owned + ex.n_ghost, 1)    # this rank's Phi^T f
+            c = c[:, :ex.n_owned] + add_to_owners(c[:, ex.n_owned:], ex)  # summed on the coarse rank
             if self.layout.rank == self.layout.coarse_rank:
                 Q0, K0 = (self.K0, self.Q0) if transpose else (self.Q0, self.K0)
                 c = (c @ K0) @ Q0.T
             elif torch.is_grad_enabled() and self.Q.requires_grad and not c.requires_grad:
-                # Phi's backward is collective: every rank must enter it, not only the coarse
-                # rank whose Q_0, K_0 make its input differentiable.
+                # the backward of the coarse exchange is collective: every rank must enter it,
+                # not only the coarse rank whose Q_0, K_0 make its input differentiable
                 c = c.requires_grad_()
-            u = u + self._Phi(c)
+            c = torch.cat([c, ghosts(c, ex)], dim=1)
+            u = u + coarse_prolong(c, *Phi, self.nlocal, 1)
         return u
 
     def apply(self, x: PETSc.Vec, y: PETSc.Vec, transpose: bool = False) -> None:
@@ -309,7 +209,7 @@ class DistributedSchwarzAttention(nn.Module):
         ok = x.getSizes() == (self.nlocal, self.n) and y.getSizes() == (self.nlocal, self.n)
         collective_check(self.comm, ok, f"Vec sizes {x.getSizes()} / {y.getSizes()} on rank "
                          f"{self.layout.rank} do not match the operator's layout "
-                         f"({self.nlocal}, {self.n}): create vectors with Layout.vec()")
+                         f"({self.nlocal}, {self.n}): create vectors with RowLayout.vec()")
         with torch.no_grad():
             u = self(torch.from_numpy(x.getArray(readonly=True).copy())[None].to(self.Q.dtype),
                      transpose)
@@ -318,8 +218,13 @@ class DistributedSchwarzAttention(nn.Module):
     def bytes_per_apply(self, batch: int = 1) -> int:
         """Bytes all ranks send in one apply of ``batch`` right-hand sides (float64 values):
         the overlap scatter and its adjoint, plus :math:`\\Phi^T` and :math:`\\Phi`."""
-        mine = 2 * self.scatter.ghosts + (2 * self.coarse.ghosts if self.coarse else 0)
+        mine = 2 * self.overlap.n_ghost + (2 * self.coarse.n_ghost if self.coarse else 0)
         return 8 * batch * self.comm.tompi4py().allreduce(mine, op=MPI.SUM)
+
+    def bytes_sent(self) -> int:
+        """Bytes this rank's exchanges sent since they were built (the overlap and the coarse
+        values)."""
+        return self.overlap.bytes + (self.coarse.bytes if self.coarse else 0)
 
     def num_parameters(self) -> int:
         """Parameters of the whole distributed operator (all ranks), as the serial count."""
@@ -388,10 +293,8 @@ class DistributedSchwarzAttention(nn.Module):
         return model
 
     def destroy(self) -> None:
-        """Release the PETSc objects (collective)."""
-        self.scatter.destroy()
-        if self.coarse is not None:
-            self.coarse.destroy()
+        """Release what the model holds beyond its tensors: nothing since its exchanges are
+        mpi4py messages; the owners of models (the PC) call it at their own release."""
 
 
 class PetscExactSolver:

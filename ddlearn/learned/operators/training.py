@@ -13,7 +13,7 @@ import torch
 
 from ..common import BestState, cosine_schedule, progress_bar
 from . import checkpoint as ckpt_io
-from .distributed import allreduce_sum
+from ...nn.comm import allreduce_sum
 
 CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
 

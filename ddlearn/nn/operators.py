@@ -1,4 +1,7 @@
-r"""Softmax-free attention operators that approximate :math:`A^{-1}` (Köhler & Rheinbach, 2026).
+r"""The operator-learning models: linear (or positively homogeneous) maps :math:`f\mapsto u\approx
+A^{-1}f` of right-hand sides on a structured grid, built on :mod:`ddlearn.nn.kernels`.
+
+Softmax-free attention (Köhler & Rheinbach, 2026):
 
 - :class:`GlobalAttention`, paper eq. (7): :math:`M^{-1} = QK^T`, :math:`Q, K\in\mathbb R^{n\times r_g}`.
 - :class:`SchwarzAttention`, the two-level Schwarz attention
@@ -7,9 +10,32 @@ r"""Softmax-free attention operators that approximate :math:`A^{-1}` (Köhler & 
             + \sum_{i=1}^N R_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} R_i,
             \qquad Q_i, K_i\in\mathbb R^{n_i\times r_\ell},\ Q_0, K_0\in\mathbb R^{n_0\times r_0}.
 
-Both act on batches: an input ``f`` of shape ``(..., n)`` gives ``u = M f`` of the same shape.
-Every model carries ``config`` (its construction arguments, JSON-ready) so a checkpoint rebuilds
-an identical model (:mod:`ddlearn.learned.operators.checkpoint`).
+Latent routing: :class:`FLARE` and :class:`FLAREPlusPlus` adapted to learning
+:math:`f\mapsto A^{-1}f`.
+
+Tokens are the ``n`` grid points. Token ``j`` carries fixed positional features
+:math:`p_j = (x_j, \sin(2^l\pi x_j), \cos(2^l\pi x_j))_{l<L}` per coordinate; the value carried
+by a token is the right-hand side :math:`f_j`. For each of ``H`` heads, keys
+:math:`K_h = pW_{K,h}\in\mathbb R^{n\times d}` and ``M`` latent queries
+:math:`\tilde Q_h\in\mathbb R^{M\times d}` define
+
+.. math:: W_{enc,h} = \mathrm{softmax}_{\text{tokens}}(\tilde Q_hK_h^T/\sqrt d),\quad
+          W_{dec,h} = \mathrm{softmax}_{\text{latents}}(K_h\tilde Q_h^T/\sqrt d),\quad
+          u = \sum_h W_{dec,h}\,\mathrm{diag}(s_h)\,W_{enc,h}\,f,
+
+a rank-:math:`\le HM` encode/decode (:func:`~ddlearn.nn.kernels.route`); :math:`s_h\in\mathbb
+R^M` is a learned latent value scale (the only value map a scalar field admits). In **FLARE** the
+queries are parameters, so the model is one fixed linear operator. **FLARE++** synthesises its
+queries from the input tokens with one more encode call driven by learned seeds :math:`\hat Q_h`:
+:math:`\tilde Q_h(f) = \mathrm{softmax}_{\text{tokens}}(\hat Q_h K_h'^T/\sqrt d)V_h'`, where
+:math:`K_h', V_h'` are linear maps of the token features :math:`(p_j, f_j/\mathrm{rms}(f))`.
+The normalisation makes FLARE++ positively homogeneous, :math:`M(\alpha f) = \alpha M(f)` for
+:math:`\alpha>0`, but it is not linear in ``f``: its "operator error" is measured on unit vectors
+and means less than for the linear models.
+
+All act on batches: an input ``f`` of shape ``(..., n)`` gives ``u = M f`` of the same shape.
+Every model carries ``config`` (its construction arguments, JSON-ready, ``kind`` its name in
+:data:`ddlearn.nn.registry.MODELS`) so a checkpoint rebuilds an identical model.
 """
 from __future__ import annotations
 
@@ -18,12 +44,16 @@ import math
 import numpy as np
 import scipy.sparse as sp
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ...classical.coarse import grid_basis
-from ...decomposition import Decomposition
+from ..decomposition.coarse import grid_basis
+from ..decomposition.structured import Decomposition, grid_coordinates
+from ..decomposition.record import DecompositionRecord
+from .kernels import coarse_prolong, coarse_restrict, route, schwarz_local
 
-__all__ = ["GlobalAttention", "SchwarzAttention", "DTYPES", "check_input", "torch_dtype"]
+__all__ = ["GlobalAttention", "SchwarzAttention", "FLARE", "FLAREPlusPlus", "DTYPES",
+           "check_input", "torch_dtype", "positional_features"]
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -42,13 +72,6 @@ def check_input(f: torch.Tensor, n: int) -> torch.Tensor:
         raise ValueError(f"input of shape {tuple(f.shape)} does not fit an operator on n = {n} "
                          f"unknowns: the last dimension must be {n}")
     return f.reshape(-1, n)
-
-
-def _sparse(M: sp.spmatrix, dtype) -> torch.Tensor:
-    M = sp.coo_matrix(M)
-    ij = torch.from_numpy(np.vstack([M.row, M.col]).astype(np.int64))
-    return torch.sparse_coo_tensor(ij, torch.from_numpy(M.data).to(dtype), M.shape,
-                                   check_invariants=True).coalesce()
 
 
 class GlobalAttention(nn.Module):
@@ -155,12 +178,8 @@ class SchwarzAttention(nn.Module):
                        "r_local": r_local if r_local == "full" else int(r_local), "coarse": coarse, "r0": int(r0),
                        "symmetric": bool(symmetric), "dtype": dtype, "seed": int(seed),
                        "init_scale": float(init_scale)}
-        n_max = int(sizes.max())
-        idx = np.full((dec.N, n_max), dec.n, dtype=np.int64)  # index n is a zero pad slot
-        sqrtD = np.zeros((dec.N, n_max))
-        for i, I in enumerate(dec.subdomains):
-            idx[i, :len(I)] = I
-            sqrtD[i, :len(I)] = np.sqrt(dec.D(i))
+        self.record = rec = DecompositionRecord.of_grid(dec, Phi)
+        idx, sqrtD, n_max = rec.index, rec.sqrt_D, rec.index.shape[1]
         self.register_buffer("idx", torch.from_numpy(idx), persistent=False)
         self.register_buffer("sqrtD", torch.from_numpy(sqrtD).to(dt), persistent=False)
         g = torch.Generator().manual_seed(seed)
@@ -181,8 +200,10 @@ class SchwarzAttention(nn.Module):
         self.K = self.Q if symmetric else init(dec.N, n_max, r_max, m=mask, scale=sl)
         self.Phi_sp = Phi
         if Phi is not None:
-            self.register_buffer("Phi", _sparse(Phi, dt), persistent=False)
-            self.register_buffer("PhiT", _sparse(Phi.T, dt), persistent=False)
+            self.register_buffer("phi_rows", torch.from_numpy(rec.phi_rows), persistent=False)
+            self.register_buffer("phi_cols", torch.from_numpy(rec.phi_cols), persistent=False)
+            self.register_buffer("phi_vals", torch.from_numpy(rec.phi_vals).to(dt),
+                                 persistent=False)
             self.Q0 = init(n0, r0, scale=s0)
             self.K0 = self.Q0 if symmetric else init(n0, r0, scale=s0)
 
@@ -192,13 +213,13 @@ class SchwarzAttention(nn.Module):
 
     def local(self, f: torch.Tensor) -> torch.Tensor:
         r""":math:`\sum_i R_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} R_i f` for ``f`` of shape ``(B, n)``."""
-        return padded_blocks(f, self.idx, self.sqrtD, self.Q, self.K)
+        return schwarz_local(f, self.idx, self.sqrtD, self.Q, self.K)
 
     def coarse(self, f: torch.Tensor) -> torch.Tensor:
         r""":math:`\Phi Q_0K_0^T\Phi^T f` for ``f`` of shape ``(B, n)``."""
-        c = (self.PhiT @ f.T).T                                   # (B, n0)
-        c = (c @ self.K0) @ self.Q0.T
-        return (self.Phi @ c.T).T
+        Phi = self.phi_rows, self.phi_cols, self.phi_vals
+        c = coarse_restrict(f, *Phi, self.n0, 1)                  # (B, n0)
+        return coarse_prolong((c @ self.K0) @ self.Q0.T, *Phi, self.n, 1)
 
     def forward(self, f: torch.Tensor) -> torch.Tensor:
         shape = f.shape
@@ -249,28 +270,85 @@ class SchwarzAttention(nn.Module):
                 f"coarse={coarse}, symmetric={c['symmetric']}, params={self.num_parameters()}")
 
 
-def padded_blocks(f: torch.Tensor, idx: torch.Tensor, sqrtD: torch.Tensor, Q: torch.Tensor,
-                  K: torch.Tensor) -> torch.Tensor:
-    r""":math:`\sum_i S_i^T D_i^{1/2} Q_iK_i^T D_i^{1/2} S_i f` for ``f`` of shape ``(B, m)``,
-    where row ``i`` of ``idx`` lists the entries :math:`S_i` of ``f`` that block ``i`` sees
-    (padded with the index ``m``, which reads zero and receives nothing).
-
-    One gather, two batched contractions and one scatter-add over all blocks and right-hand
-    sides; used by the serial operator (``S_i = R_i``) and by each rank of the distributed one
-    (``S_i`` indexes its own concatenated subdomain vector).
-    """
-    B, m = f.shape
-    f_pad = torch.cat([f, f.new_zeros(B, 1)], dim=1)
-    x = f_pad[:, idx] * sqrtD                                     # (B, N, n_max) = D^1/2 S_i f
-    c = torch.einsum("bim,imr->bir", x, K)                        # K_i^T (.)
-    y = torch.einsum("bir,imr->bim", c, Q) * sqrtD                # D^1/2 Q_i (.)
-    out = f.new_zeros(B, m + 1).index_add_(1, idx.reshape(-1), y.reshape(B, -1))
-    return out[:, :m]
-
-
 def _inverse_factor(Ai: np.ndarray, r: int) -> np.ndarray:
     r""":math:`B = V_r\Lambda_r^{-1/2}` from the ``r`` smallest eigenpairs of SPD ``Ai``, so that
     :math:`BB^T` is the best rank-``r`` approximation of :math:`A_i^{-1}`."""
     lam, V = np.linalg.eigh(Ai)
     return V[:, :r] / np.sqrt(lam[:r])
 
+
+def positional_features(grid, levels: int, dtype) -> torch.Tensor:
+    """Fixed token features, shape ``(n, dim * (2 levels + 1))``, natural ordering."""
+    coords = torch.from_numpy(grid_coordinates(grid, interior=True)).to(dtype)  # (n, dim)
+    feats = [coords]
+    for l in range(levels):
+        feats += [torch.sin(2**l * math.pi * coords), torch.cos(2**l * math.pi * coords)]
+    return torch.cat(feats, dim=1)
+
+
+class FLARE(nn.Module):
+    """FLARE with fixed learned latent queries (see module docstring)."""
+
+    kind = "flare"
+
+    def __init__(self, grid, heads: int = 4, latents: int = 32, width: int = 16,
+                 levels: int = 8, dtype: str = "float64", seed: int = 0):
+        super().__init__()
+        for name, v in (("heads", heads), ("latents", latents), ("width", width)):
+            if v < 1:
+                raise ValueError(f"{name} must be positive, got {v}")
+        dt = torch_dtype(dtype)
+        self.config = {"kind": self.kind, "grid": list(grid), "heads": heads, "latents": latents,
+                       "width": width, "levels": levels, "dtype": dtype, "seed": seed}
+        self.register_buffer("p", positional_features(grid, levels, dt), persistent=False)
+        self.n, d_pos = self.p.shape
+        g = torch.Generator().manual_seed(seed)
+        self.W_K = nn.Parameter(torch.randn(heads, d_pos, width, generator=g, dtype=dt) / math.sqrt(d_pos))
+        self.latent = nn.Parameter(torch.randn(heads, latents, width, generator=g, dtype=dt))
+        self.scale = nn.Parameter(torch.full((heads, latents), 1.0 / (heads * self.n), dtype=dt))
+        self.width = width
+
+    def queries(self, f: torch.Tensor) -> torch.Tensor:
+        """Latent queries: ``(H, M, d)`` (the same for every input) or ``(B, H, M, d)``."""
+        return self.latent
+
+    def forward(self, f: torch.Tensor) -> torch.Tensor:
+        shape = f.shape
+        f = check_input(f, self.n)
+        H = self.W_K.shape[0]
+        K = torch.einsum("nc,hcd->hnd", self.p, self.W_K).expand(f.shape[0], -1, -1, -1)
+        # the right-hand side is every head's value: one channel per token
+        v = f[:, None, :, None].expand(-1, H, -1, -1)
+        u = route(self.queries(f), K, v, self.scale[..., None]).sum(dim=1)
+        return u.reshape(shape)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def extra_repr(self) -> str:
+        c = self.config
+        return (f"n={self.n}, heads={c['heads']}, latents M={c['latents']}, width={c['width']}, "
+                f"params={self.num_parameters()}")
+
+
+class FLAREPlusPlus(FLARE):
+    """FLARE++: routing queries synthesised from the input tokens (see module docstring)."""
+
+    kind = "flare++"
+
+    def __init__(self, grid, heads: int = 4, latents: int = 32, width: int = 16,
+                 levels: int = 8, dtype: str = "float64", seed: int = 0):
+        super().__init__(grid, heads, latents, width, levels, dtype, seed)
+        dt = torch_dtype(dtype)
+        g = torch.Generator().manual_seed(seed + 1)
+        d_in = self.p.shape[1] + 1
+        self.W_K2 = nn.Parameter(torch.randn(heads, d_in, width, generator=g, dtype=dt) / math.sqrt(d_in))
+        self.W_V2 = nn.Parameter(torch.randn(heads, d_in, width, generator=g, dtype=dt) / math.sqrt(d_in))
+
+    def queries(self, f: torch.Tensor) -> torch.Tensor:
+        rms = torch.sqrt((f * f).mean(dim=1, keepdim=True)).clamp_min(torch.finfo(f.dtype).tiny)
+        X = torch.cat([self.p.expand(f.shape[0], -1, -1), (f / rms)[..., None]], dim=2)
+        K2 = torch.einsum("bnc,hcd->bhnd", X, self.W_K2)
+        V2 = torch.einsum("bnc,hcd->bhnd", X, self.W_V2)
+        # FLARE's encode, driven by the seeds
+        return F.scaled_dot_product_attention(self.latent.expand(f.shape[0], -1, -1, -1), K2, V2)
