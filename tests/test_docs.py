@@ -5,13 +5,17 @@
   exists: it is resolved as Sphinx's Python domain would (``~`` dropped; a leading dot searches
   the current module and the packages above it; an unqualified name the current class, the
   current module and the packages above it), by importing the module and following attributes.
-- Every file path, script and figure named in ``README.md``, ``docs/*.md`` and the studies'
-  reports ``benchmarks/results/*/README.md`` exists (written from the repository root; ``build/``
+- Every file path, script and figure named in ``README.md``, ``docs/*.md``, the studies'
+  reports ``benchmarks/results/*/README.md`` and their histories ``HISTORY.md`` exists (written from the repository root; ``build/``
   products must be targets of ``CMakeLists.txt``; a retired file may be named on a page that
   says where it lives in history, ``git show <commit>:<path>``); every relative markdown link
   and image resolves, ``#anchors`` included; every dotted ``ddlearn.…`` name and every
   ``python -m MODULE`` resolves.
 - The Python examples in ``README.md`` run, and its headline table is the committed main job's.
+- The pages are reference: ``README.md`` lists every package; ``docs/*.md`` name no commit
+  (a study's ``HISTORY.md`` keeps the earlier runs); every measured table of the time-to-solution
+  and coarse-space pages has the command that measured it in its section, and the time-to-solution
+  maps are what their committed JSON gives.
 
 Fast: nothing here starts a process or runs a benchmark.
 """
@@ -48,9 +52,10 @@ CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
 def documents() -> list[Path]:
-    """README.md, the pages in docs/ and the studies' reports."""
+    """README.md, the pages in docs/, the studies' reports and their histories."""
+    results = ROOT / "benchmarks" / "results"
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-            *sorted((ROOT / "benchmarks" / "results").glob("*/README.md"))]
+            *sorted(results.glob("*/README.md")), *sorted(results.glob("*/HISTORY.md"))]
 
 
 def modules() -> list[str]:
@@ -293,6 +298,91 @@ def test_user_guide_lists_every_option():
             if f"ddlearn_{family}_{name}" not in guide and f"| `{name}" not in guide:
                 missing.append(f"-ddlearn_{family}_{name}")
     assert not missing, "options missing from docs/user_guide.md: " + ", ".join(sorted(missing))
+
+
+# --- reference pages: what holds now, traceable to the committed JSON --------------------------
+
+COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+NOTEBOOK = re.compile(r"\b(?:previous|earlier|last|first) (?:run|version)s?\b|\bthis pass\b", re.I)
+TABLE = re.compile(r"^\|.*\|\n\|[-:| ]+\|\n(?:\|.*\|\n?)+", re.M)
+NUMBER = re.compile(r"^\**[\d.]+\**$")
+COMMAND = re.compile(r"python3? (?:-m [\w.]+|benchmarks/\w+\.py|examples/\w+\.py)")
+
+
+def test_readme_lists_every_package():
+    """Every package of ``ddlearn`` has its row in the README's "What is here"."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## What is here"):]
+    rows = set(re.findall(r"^\|\s*`([\w/]+)/?`", section, re.M))
+    packages = {p.parent.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("__init__.py")}
+    missing = sorted(packages - {"ddlearn"} - rows)
+    assert not missing, "packages missing from README.md's What is here: " + ", ".join(missing)
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_docs_pages_are_reference_not_a_notebook(page):
+    """A page says what holds now: the commits and earlier runs of a study live in its
+    ``HISTORY.md`` (a retired file may still be named by ``git show <commit>:<path>``)."""
+    text = HISTORY.sub("", page.read_text())
+    found = sorted(set(COMMIT.findall(text)) | {m.group(0) for m in NOTEBOOK.finditer(text)})
+    assert not found, f"{page.name} reads as a lab notebook: " + ", ".join(found)
+
+
+def _sections(text: str) -> list[str]:
+    return re.split(r"^#+ .*$", text, flags=re.M)
+
+
+@pytest.mark.parametrize("name", ["time_to_solution.md", "coarse_spaces.md"])
+def test_measured_tables_name_their_command(name):
+    """Every table holding a measured number has, in its section above it, the command that
+    measured or regenerates it, or is a summary whose every row links to where it is measured."""
+    bare = []
+    for section in _sections((ROOT / "docs" / name).read_text()):
+        for table in TABLE.finditer(section):
+            cells = [c.strip() for line in table.group(0).splitlines()[2:]
+                     for c in line.strip("|").split("|")]
+            linked = all(LINK.search(line) for line in table.group(0).splitlines()[2:])
+            if any(NUMBER.match(c) for c in cells) and not linked and \
+                    not COMMAND.search(section[:table.start()]):
+                bare.append(table.group(0).splitlines()[0])
+    assert not bare, f"docs/{name}: tables without their command:\n" + "\n".join(bare)
+
+
+def _map(rows: list[dict]) -> dict[str, tuple]:
+    """Per case: ddlearn's fastest converged configuration and GAMG's fastest converged
+    variant, as the time-to-solution study's map defines them."""
+    out = {}
+    for case in dict.fromkeys(r["case"] for r in rows):
+        ok = [r for r in rows if r["case"] == case and r.get("converged")]
+        ours = [r for r in ok if r["N"] is not None]
+        gamg = [r for r in ok if r["N"] is None and r["method"].startswith("gamg")]
+        if ours and gamg:
+            a, b = min(ours, key=lambda r: r["total_s"]), min(gamg, key=lambda r: r["total_s"])
+            out[case] = (f"{a['method']} N={a['N']}", a, b["method"], b,
+                         f"{a['total_s'] / b['total_s']:.2f}")
+    return out
+
+
+def test_time_to_solution_maps_are_the_committed_json():
+    """The 2-rank map and the 8-rank table of docs/time_to_solution.md are the committed runs'."""
+    text = (ROOT / "docs" / "time_to_solution.md").read_text()
+    results = ROOT / "benchmarks" / "results" / "time_to_solution"
+    for heading, name, total in (("## The map", "time_to_solution.json", True),
+                                 ("## Eight ranks on two cores", "time_to_solution_8ranks.json",
+                                  False)):
+        section = text[text.index(heading):]
+        table = TABLE.search(section).group(0).splitlines()[2:]
+        expected = _map(json.loads((results / name).read_text())["rows"])
+        for line in table:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            ours, a, gamg, b, ratio = expected[cells[0]]
+
+            def figure(r):
+                return f"{r['total_s']:.2f}" if total else \
+                    f"{r['setup_s']:.2f} + {r['solve_s']:.2f}"
+            assert cells[1:8] == [ours, str(a["iterations"]), figure(a), gamg,
+                                  str(b["iterations"]), figure(b), ratio], line
+        assert len(table) == len(expected), f"{name}: the page's table misses cases"
 
 
 # --- the checker itself fails on what is broken -----------------------------------------------
