@@ -14,6 +14,7 @@ from petsc4py import PETSc
 
 from conftest import ROOT, load_script
 from ddlearn.harness import bench, report
+from ddlearn.harness.study import Rows
 
 STUDIES = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py"))
 STAMP = {"command", "commit", "dirty", "ranks", "cores", "cores_usable", "processor", "date",
@@ -347,6 +348,26 @@ def test_time_to_solution_quick(tmp_path):
     assert (tmp_path / "time_to_solution.json").read_bytes() == before
     _stamped(tmp_path / "time_to_solution_other.json", "time_to_solution")
     assert "## Map (time_to_solution_other.json)" in _readme(mod, tmp_path, "time_to_solution")
+
+
+def test_a_resumed_study_keeps_its_rows_and_runs_the_rest(tmp_path):
+    """Rows are written one by one; ``--resume`` keeps the rows that did not fail (and the
+    run that made them), so only the failed and the missing ones run again."""
+    ap = bench.parser("some_study", "doc")
+    key = lambda r: r["method"]  # noqa: E731
+    rows = Rows(bench.parse(ap, ["--out", str(tmp_path)]), {"size": 3}, key)
+    rows.add({"method": "a", "its": 1})
+    rows.add({"method": "b", "error": "PETSc error 76"})
+    assert [r["method"] for r in json.loads((tmp_path / "some_study.json").read_text())["rows"]] \
+        == ["a", "b"]
+    again = Rows(bench.parse(ap, ["--out", str(tmp_path), "--resume"]), {"size": 3}, key)
+    assert again.done("a") and not again.done("b")
+    again.add({"method": "b", "its": 2})
+    data = json.loads((tmp_path / "some_study.json").read_text())
+    assert data["rows"] == [{"method": "a", "its": 1}, {"method": "b", "its": 2}]
+    assert "--resume" in data["provenance"]["command"] and len(data["earlier_runs"]) == 1
+    fresh = Rows(bench.parse(ap, ["--out", str(tmp_path)]), {}, key)  # no --resume: all again
+    assert not fresh.done("a")
 
 
 def test_a_resumed_run_keeps_the_provenance_of_the_rows_it_kept():
