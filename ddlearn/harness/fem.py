@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
+from ddlearn.decomposition.serial_partition import metis_partition
 from ddlearn.pc import set_auxiliary_matrices, set_coordinates, set_subdomains
 
 try:
@@ -332,7 +333,6 @@ def element_parts(problem: Problem, N: int, method: str = "metis") -> np.ndarray
         return rcb(problem.mesh.p[:, t].mean(axis=1).T, N)
     if method != "metis":
         raise ValueError(f"unknown -aux_partition {method!r}; choose metis or rcb")
-    from ddlearn.decomposition.serial_partition import metis_partition
     T = _incidence(problem)
     D = (T @ T.T).tocsr()
     D.data = (D.data >= problem.dim).astype(np.int8)  # a shared facet: dim shared nodes
