@@ -24,7 +24,7 @@ Methods (N = 16 and 64 subdomains for ddlearn's PC, overlap 1):
 - ``spectral aux tau``: the same with the eigenvectors of lambda < 0.1, at most 32 per subdomain;
 - ``one-level aux``: the same client subdomains, no coarse space (the reference for it);
 - PETSc: ``gamg`` (near-null space), ``gamg-tuned`` (the same with threshold 0.01), ``asm``
-  (one block per rank, basic, exact LU blocks), ``mg+gdsw`` (PCMG two-level additive with
+  (one block per rank, basic, exact LU blocks), ``mg-gdsw`` (PCMG two-level additive with
   PETSc's GDSW coarse space, one subdomain per rank, exact LU blocks). These do not depend on
   N and run once per case.
 
@@ -48,7 +48,9 @@ import petsc4py
 petsc4py.init([sys.argv[0]])
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness import bench, fem  # noqa: E402
+from ddlearn.harness.study import Rows  # noqa: E402
+from ddlearn.harness.systems import solve_with_options  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 
 CONTRASTS = (1.0, 1e3, 1e6)
@@ -69,7 +71,7 @@ PETSC = {k: v for k, v in PETSC_REFERENCE.items() if k != "cholesky"}
 METHODS = (*DDLEARN, *AUX, *PETSC)
 
 
-def run_one(ex, problem, method: str, N: int | None, aux, max_it: int) -> dict:
+def run_one(problem, method: str, N: int | None, aux, max_it: int) -> dict:
     """One solve with ``method``'s options on a fresh matrix; failures are recorded."""
     options = {"ksp_type": "cg", "ksp_rtol": "1e-8", "ksp_max_it": str(max_it)}
     if method in PETSC:
@@ -78,23 +80,12 @@ def run_one(ex, problem, method: str, N: int | None, aux, max_it: int) -> dict:
         options.update(PC, **(DDLEARN.get(method) or AUX[method]))
         if method in DDLEARN:
             options["ddlearn_subdomains"] = str(N)
-    opts = PETSc.Options()
-    for k, v in options.items():
-        opts.setValue(k, v)
-    A, b, coords = ex.to_petsc(problem)
-    rec = {"method": method, "N": N, "options": options}
-    try:
-        if method in AUX:
-            sets, mats = aux
-            ex.attach_auxiliary(A, sets, mats)
-        rec.update(ex.solve(A, b))
-    except Exception as e:  # noqa: BLE001 - a failing method is a result
-        rec.update(error=bench.failure(e), converged=False)
-    finally:
-        for k in options:
-            opts.delValue(k)
-        for o in (A, b, coords):
-            o.destroy()
+    A, b, coords = fem.to_petsc(problem)
+    if method in AUX:
+        fem.attach_auxiliary(A, *aux)
+    rec = {"method": method, "N": N, "options": options, **solve_with_options(A, b, options)}
+    for o in (A, b, coords):
+        o.destroy()
     return rec
 
 
@@ -107,29 +98,27 @@ def label(rec: dict) -> str:
 
 
 def benchmark(args) -> dict:
-    ex = bench.load_example("elasticity")
     comm = PETSc.COMM_WORLD.tompi4py()
     cases = [(d, {2: args.cells2d, 3: args.cells3d}[d]) for d in args.dims]
     data = {"ranks": comm.Get_size(), "cores": os.cpu_count(), "contrasts": args.contrasts,
-            "Ns": args.N, "max_it": args.max_it, "quick": args.quick, "rows": []}
+            "Ns": args.N, "max_it": args.max_it, "quick": args.quick}
+    rows = Rows(args, data, lambda r: (r["dim"], r["cells"], r["contrast"], r["method"], r["N"]))
     for dim, cells in cases:
         for contrast in args.contrasts:
-            problem = ex.build(dim, cells, contrast=contrast, seed=0)
+            problem = fem.build(dim, cells, contrast=contrast, seed=0)
             case = {"dim": dim, "cells": cells, "dofs": problem.A.shape[0], "contrast": contrast}
             for method in (m for m in PETSC if m in args.methods):
-                data["rows"].append(_log({**case, **run_one(ex, problem, method, None, None,
-                                                          args.max_it)}))
-                bench.write(args, data)
+                if not rows.done((dim, cells, contrast, method, None)):
+                    _log(rows.add({**case, **run_one(problem, method, None, None, args.max_it)}))
             for N in args.N if set(args.methods) - set(PETSC) else ():
-                A, b, coords = ex.to_petsc(problem)
-                aux = ex.auxiliary(problem, A, N, "metis") if set(args.methods) & set(AUX) \
+                A, b, coords = fem.to_petsc(problem)
+                aux = fem.auxiliary(problem, A, N, "metis") if set(args.methods) & set(AUX) \
                     else None
                 for o in (A, b, coords):
                     o.destroy()
                 for method in (m for m in (*DDLEARN, *AUX) if m in args.methods):
-                    data["rows"].append(_log({**case, **run_one(ex, problem, method, N, aux,
-                                                              args.max_it)}))
-                    bench.write(args, data)
+                    if not rows.done((dim, cells, contrast, method, N)):
+                        _log(rows.add({**case, **run_one(problem, method, N, aux, args.max_it)}))
     return data
 
 

@@ -90,7 +90,7 @@ from ddlearn.decomposition.coefficients import coefficient  # noqa: E402
 from ddlearn.decomposition.problems import Diffusion, family_problem_name  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
-from ddlearn.harness.systems import natural_matrix  # noqa: E402
+from ddlearn.harness.systems import natural_matrix, solve_once  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM, Learned  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from ddlearn.pc import TwoLevelSchwarzPC  # noqa: E402
@@ -245,16 +245,10 @@ def run_sequence(seq: Sequence, method: str, N: int, fields: int, nev: int,
                 ksp.setUpOnBlocks()
             setup_s = bench.wall(setup)
             x.set(0.0)
-            solve_s = bench.wall(lambda: ksp.solve(b, x))
-            reason = int(ksp.getConvergedReason())
-            A.mult(x, r)
-            r.aypx(-1.0, b)
-            rnorm = r.norm() / b.norm()
+            solved = solve_once(ksp, A, b, x)
             A.mult(b, r)  # b^T A b: a fingerprint of the values that a shift changes too
-            row = {"index": t, **seq.label(t), "iterations": ksp.getIterationNumber(),
-                   "converged": reason > 0, "reason": reason,
-                   "rnorm_true": rnorm, "update_s": update_s,
-                   "setup_s": setup_s, "solve_s": solve_s, "total_s": setup_s + solve_s,
+            row = {"index": t, **seq.label(t), **solved, "update_s": update_s,
+                   "setup_s": setup_s, "total_s": setup_s + solved["solve_s"],
                    "matrix_norm": A.norm(), "bAb": r.dot(b)}
             pc = ksp.getPC()
             if pc.getType() == "python":

@@ -6,7 +6,7 @@ and coarse space), CG to rtol 1e-8 with the true residual checked.
 
 Cases: 1D Poisson n = 4095, N = 8..64; 2D Poisson 255², N = 16, 64, 256; 2D channels (contrast
 1e6) N = 64 with PETSc's GDSW and GAMG alongside (GAMG with its defaults, ``gamg``, and tuned,
-``gamg_tuned``: the harness's methods). Each case trains the learned preconditioner on
+``gamg-tuned``: the harness's methods). Each case trains the learned preconditioner on
 its own random vectors, then solves right-hand sides it never saw: random (3 seeds), a point
 source and a smooth one. Writes ``learned_preconditioner.json`` and ``.png`` (``--only`` picks
 cases; ``--name`` another file stem, e.g. ``learned_preconditioner_channels60``).
@@ -28,7 +28,7 @@ from petsc4py import PETSc  # noqa: E402
 from ddlearn.classical.krylov import solve  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
-from ddlearn.harness.methods import METHODS, Case  # noqa: E402
+from ddlearn.harness.methods import METHODS, Case, prefix  # noqa: E402
 from ddlearn.learned.coarse.basis import (basis_correction_model, distributed_basis,  # noqa: E402
                                           gather_smoothing, learned_meta)
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu  # noqa: E402
@@ -71,7 +71,7 @@ def run_case(name, n, N, overlap, steps, extra):
     for label, f in rhs_sets(problem).items():
         b = case.layout.from_natural(f)
         for m, configure in methods.items():
-            r = solve(case.A, b, configure, method=m, rtol=1e-8, prefix=f"{m}_")
+            r = solve(case.A, b, configure, method=m, rtol=1e-8, prefix=prefix(m))
             rows.append({"rhs": label, **{k: v for k, v in r.record().items() if k != "history"}})
         b.destroy()
     S.destroy()
@@ -160,7 +160,7 @@ def main(argv=None):
     for name, n, N, overlap in (QUICK if args.quick else CASES):
         if only and name not in only:
             continue
-        extra = ("gdsw", "gamg", "gamg_tuned") if name == "channels" else ()
+        extra = ("mg-gdsw", "gamg", "gamg-tuned") if name == "channels" else ()
         cases.append(run_case(name, n, N, overlap, args.steps, extra))
     data = {"steps": args.steps, "ranks": PETSc.COMM_WORLD.getSize(), "cores": os.cpu_count(),
             "cases": cases}

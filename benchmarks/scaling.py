@@ -42,7 +42,7 @@ subdomain),
 on all ranks, ``-ddlearn_coarse_ranks``) and ``<name>/3level`` (the coarse problem solved by
 ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third level). PETSc:
 ``asm`` (one block per rank), ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01),
-``gamg-sor`` (threshold 0.01, SSOR smoothing), ``mg+gdsw``,
+``gamg-sor`` (threshold 0.01, SSOR smoothing), ``mg-gdsw``,
 ``cholesky`` (nested dissection on one rank, up to ``--direct-max`` unknowns).
 
 Recorded per run: iterations, set-up and solve time (slowest rank, barriers around each), the
@@ -72,7 +72,9 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.petsc_rows import distributed_aij  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
-from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness import bench, fem  # noqa: E402
+from ddlearn.harness.study import Rows  # noqa: E402
+from ddlearn.harness.systems import solve_once  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 
@@ -112,7 +114,7 @@ COARSE_SOLVE = {
 COARSE_OVERLAP = 0
 DDLEARN = [name + solve for name in COARSE for solve in COARSE_SOLVE
            if not (name == "one-level" and solve)]
-PETSC = ["asm", "gamg", "gamg-tuned", "gamg-sor", "mg+gdsw", "cholesky"]
+PETSC = ["asm", "gamg", "gamg-tuned", "gamg-sor", "mg-gdsw", "cholesky"]
 METHODS = DDLEARN + list(AUX) + PETSC
 DEFAULT_METHODS = ["one-level", "hats", "nicolaides", "spectral", "spectral/dist",
                    "spectral/3level", "learned", "asm", "gamg", "gamg-tuned", "gamg-sor",
@@ -155,13 +157,12 @@ def build_elasticity(n: int, comm=PETSc.COMM_WORLD, aux_parts: int | None = None
     ``(problem, A, b, coordinates, aux_s)``; with ``aux_parts`` the client's ``aux_parts``
     subdomains (recursive coordinate bisection) and their Neumann matrices attached to ``A``,
     ``aux_s`` the slowest rank's seconds for them."""
-    ex = bench.load_example("elasticity")
-    problem = ex.build(cells=n, assemble=False, **ELASTICITY_PROBLEM)
-    A, b, coords = ex.to_petsc(problem, comm)
+    problem = fem.build(cells=n, assemble=False, **ELASTICITY_PROBLEM)
+    A, b, coords = fem.to_petsc(problem, comm)
     aux_s = None
     if aux_parts:
         t = time.perf_counter()
-        ex.attach_auxiliary(A, *ex.auxiliary(problem, A, aux_parts, "rcb"))
+        fem.attach_auxiliary(A, *fem.auxiliary(problem, A, aux_parts, "rcb"))
         aux_s = bench.slowest(time.perf_counter() - t, comm.tompi4py())
     return problem, A, b, coords, aux_s
 
@@ -259,18 +260,11 @@ def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts,
     # PCASM and PCFactor leave factorisations to the first solve: count them as set-up
     setup_s = bench.wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()), mpi)
     clock["start"] = time.perf_counter()
-    solve_s = bench.wall(lambda: ksp.solve(b, x), mpi)
-    r = b.duplicate()
-    objs.append(r)
-    A.mult(x, r)
-    r.aypx(-1.0, b)
+    out = {"assemble_s": assemble_s, "setup_s": setup_s, **solve_once(ksp, A, b, x)}
     pc = ksp.getPC()
-    its = ksp.getIterationNumber()
-    out = {"assemble_s": assemble_s, "setup_s": setup_s, "solve_s": solve_s,
-           "iterations": its, "converged": ksp.getConvergedReason() > 0,
-           "reason": int(ksp.getConvergedReason()), "rnorm_true": r.norm() / b.norm(),
-           "apply_s": solve_s / max(its + 1, 1), "time_limited": clock["stopped"],
-           "block_size": A.getBlockSize(), "size": A.getSize()[0]}
+    out.update({"apply_s": out["solve_s"] / max(out["iterations"] + 1, 1),
+                "time_limited": clock["stopped"],
+                "block_size": A.getBlockSize(), "size": A.getSize()[0]})
     if aux_s is not None:
         out["aux_s"] = aux_s
     if pc.getType() == "python":
@@ -303,16 +297,10 @@ def label(rec: dict) -> str:
 def benchmark(args) -> dict:
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "max_it": args.max_it,
             "max_solve_s": args.max_solve_s, "coarse_overlap": args.coarse_overlap,
-            "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()},
-            "rows": []}
+            "quick": args.quick, "series": {str(d): list(s) for d, s in args.series.items()}}
     if "elasticity" in args.cases:
         data["elasticity_series"] = list(series("elasticity", 3, args.quick))
-    path = os.path.join(args.out, f"{args.name}.json")
-    if args.resume and os.path.exists(path):
-        old = bench.read(path)
-        data["rows"] = [r for r in old["rows"] if not r.get("error")]
-        data["earlier_runs"] = bench.earlier_runs(old)
-    done = {_key(r) for r in data["rows"]}
+    rows = Rows(args, data, _key, args.name)
     for dim in args.dims:
         for case in args.cases:
             if series(case, dim, args.quick) is None:
@@ -321,16 +309,13 @@ def benchmark(args) -> dict:
             for k in args.sizes or ks:
                 for method in methods_for(case, args.methods):
                     key = (dim, case, k ** dim, method)
-                    if key in done:
+                    if rows.done(key):
                         continue
                     if method == "cholesky" and \
                             unknowns(case, dim, sub * k) > args.direct_max:
                         continue
-                    rec = run_one(case, dim, sub, k, method, args.max_it, args.max_solve_s,
-                                  args.coarse_overlap)
-                    data["rows"].append(rec)
-                    _log(rec)
-                    bench.write(args, data, args.name)
+                    _log(rows.add(run_one(case, dim, sub, k, method, args.max_it,
+                                          args.max_solve_s, args.coarse_overlap)))
     return data
 
 
@@ -650,7 +635,6 @@ MODEL = "scaling_model"
 def main(argv=None):
     ap = bench.parser("scaling", __doc__, "tiny series (tests)")
     ap.add_argument("--name", default="scaling", help="file stem of the JSON and plots")
-    ap.add_argument("--resume", action="store_true", help="keep the JSON's runs, add the rest")
     ap.add_argument("--model", action="store_true", help="the projected cost at P = N from "
                     "DIR/scaling.json; writes DIR/scaling_model.json")
     ap.add_argument("--dims", type=int, nargs="+", default=[3, 2], choices=[2, 3])

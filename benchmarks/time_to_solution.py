@@ -34,7 +34,7 @@ Cases (``--cases``; sizes of the full run, ``--quick`` a few thousand unknowns):
 
 Methods: PETSc's ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01) and ``gamg-sor`` (threshold
 0.01, SSOR smoothing; :data:`ddlearn.harness.options.PETSC_REFERENCE`), all with the near-null
-space, PETSc's own two-level Schwarz ``mg+gdsw`` (PCMG, additive, one ASM block per rank with
+space, PETSc's own two-level Schwarz ``mg-gdsw`` (PCMG, additive, one ASM block per rank with
 LU, PETSc's GDSW coarse space), and ddlearn's
 ``TwoLevelSchwarzPC`` with one and with eight subdomains per rank, overlap 1, CHOLMOD local
 solves where the build has them: for systems its default (``gdsw`` split by coefficient),
@@ -64,9 +64,10 @@ petsc4py.init([sys.argv[0]])
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.problems import Diffusion2D, Diffusion3D, make_problem  # noqa: E402
-from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness import bench, fem  # noqa: E402
 from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
-from ddlearn.harness.systems import natural_matrix  # noqa: E402
+from ddlearn.harness.study import Rows  # noqa: E402
+from ddlearn.harness.systems import natural_matrix, solve_with_options  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 
 CONTRAST = 1e6
@@ -105,7 +106,7 @@ DDLEARN = {
 }
 #: the GAMG variants: "GAMG's best" is the fastest of them
 GAMG = ("gamg", "gamg-tuned", "gamg-sor")
-PETSC = {name: PETSC_REFERENCE[name] for name in (*GAMG, "mg+gdsw")}
+PETSC = {name: PETSC_REFERENCE[name] for name in (*GAMG, "mg-gdsw")}
 PER_RANK = (1, 8)
 
 
@@ -141,21 +142,21 @@ def diffusion_problem(name: str, n: int):
     return make_problem(name, n, contrast=CONTRAST, seed=0), None
 
 
-def build_case(ex, kind: str, params: dict):
+def build_case(kind: str, params: dict):
     """The case's problem (scipy, on every rank): an elasticity problem of the example, or a
     ``(problem, matrix)`` pair of :func:`diffusion_problem`; built once for all methods."""
     if kind == "elasticity":
-        return ex.build(params["dim"], params["cells"], contrast=params["contrast"],
+        return fem.build(params["dim"], params["cells"], contrast=params["contrast"],
                         count=params.get("count"), element=params.get("element", "p1"),
                         nu=params["nu"], ball=params.get("ball", False))
     return diffusion_problem(params["name"], params["n"])
 
 
-def _matrix_and_rhs(ex, kind: str, problem):
+def _matrix_and_rhs(kind: str, problem):
     """``(A, b, keep)``: the case's PETSc matrix and right-hand side (``keep``: objects to
     destroy with them), fresh for each method."""
     if kind == "elasticity":
-        A, b, coords = ex.to_petsc(problem)
+        A, b, coords = fem.to_petsc(problem)
         return A, b, [coords]
     p, M = problem
     if M is None:
@@ -174,50 +175,42 @@ def _matrix_and_rhs(ex, kind: str, problem):
     return A, b, []
 
 
-def run_one(ex, kind: str, problem, method: str, N: int | None, max_it: int) -> dict:
+def run_one(kind: str, problem, method: str, N: int | None, max_it: int) -> dict:
     """One solve with ``method``'s options on a fresh matrix; a failure is a result."""
     options = {"ksp_type": "cg", "ksp_rtol": "1e-8", "ksp_max_it": str(max_it)}
     if method in PETSC:
         options.update(PETSC[method])
     else:
         options.update(PC, **DDLEARN[kind][method], ddlearn_subdomains=str(N))
-    opts = PETSc.Options()
-    for k, v in options.items():
-        opts.setValue(k, v)
-    A, b, keep = _matrix_and_rhs(ex, kind, problem)
-    rec = {"method": method, "N": N, "dofs": A.getSize()[0], "options": options}
-    try:
-        rec.update(ex.solve(A, b))
+    A, b, keep = _matrix_and_rhs(kind, problem)
+    rec = {"method": method, "N": N, "dofs": A.getSize()[0], "options": options,
+           **solve_with_options(A, b, options)}
+    if "error" not in rec:
         rec["total_s"] = rec["setup_s"] + rec["solve_s"]
-    except Exception as e:  # noqa: BLE001 - a failing method is a result
-        rec.update(error=bench.failure(e), converged=False)
-    finally:
-        for k in options:
-            opts.delValue(k)
-        for o in (A, b, *keep):
-            o.destroy()
+    for o in (A, b, *keep):
+        o.destroy()
     return rec
 
 
 def benchmark(args) -> dict:
-    ex = bench.load_example("elasticity")
     ranks = PETSc.COMM_WORLD.getSize()
     data = {"ranks": ranks, "cores": os.cpu_count(), "max_it": args.max_it,
-            "quick": args.quick, "per_rank": list(PER_RANK), "cases": {}, "rows": []}
+            "quick": args.quick, "per_rank": list(PER_RANK), "cases": {}}
+    rows = Rows(args, data, lambda r: (r["case"], r["method"], r["N"]), args.name)
     for case in args.cases:
         kind, params, quick = CASES[case]
         params = {**params, **(quick if args.quick else {})}
         data["cases"][case] = {"kind": kind, **params}
         runs = [(m, None) for m in PETSC] + [(m, k * ranks) for k in PER_RANK
                                              for m in DDLEARN[kind]]
-        problem = build_case(ex, kind, params)
+        problem = build_case(kind, params)
         for method, N in runs:
-            rec = {"case": case, **run_one(ex, kind, problem, method, N, args.max_it)}
-            data["rows"].append(rec)
+            if rows.done((case, method, N)):
+                continue
+            rec = rows.add({"case": case, **run_one(kind, problem, method, N, args.max_it)})
             PETSc.Sys.Print(f"{case} {method} N={N}: {_label(rec)} "
                             + (f"{rec['setup_s']:.2f} + {rec['solve_s']:.2f} s"
                                if "total_s" in rec else rec.get("error", "")[:200]))
-            bench.write(args, data, args.name)
     return data
 
 

@@ -22,18 +22,19 @@ are PETSc options:
   -contrast C          coefficient contrast for channels and random_* (default 1e6)
   -field_seed S        seed of a random_* coefficient field (default 200000, the first test
                        seed: never used to train the shipped model)
-  -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,gdsw_sub,
-                       spectral,gamg,gamg_tuned,attention,attention_coarse,learned,
+  -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,mg-gdsw,
+                       spectral,gamg,gamg-tuned,attention,attention-coarse,learned,
                        learned_insitu (default: none,jacobi,asm,twolevel,spectral,gamg,
-                       gamg_tuned,gdsw,attention,attention_coarse,learned on Poisson;
-                       asm,twolevel,spectral,learned,gamg,gamg_tuned,gdsw on the coefficient
-                       fields)
-                       gamg: PETSc's GAMG with its defaults; gamg_tuned: threshold 0.01
+                       gamg-tuned,mg-gdsw,attention,attention-coarse,learned on Poisson;
+                       asm,twolevel,spectral,learned,gamg,gamg-tuned,mg-gdsw on the coefficient
+                       fields); method M's KSP has the options prefix M_ (hyphens as
+                       underscores: -gamg_tuned_ksp_monitor)
+                       gamg: PETSc's GAMG with its defaults; gamg-tuned: threshold 0.01
                        (ddlearn.harness.options.PETSC_REFERENCE["gamg-tuned"])
                        twolevel: classical two-level Schwarz with the -coarse_space below;
-                       nicolaides, gdsw_sub, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
+                       nicolaides, gdsw, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
                        that coarse space on the same N and overlap (learned: the pretrained
-                       learned coarse space, no training); gdsw: PETSc's PCMG + GDSW (one
+                       learned coarse space, no training); mg-gdsw: PETSc's PCMG + GDSW (one
                        coarse subdomain per rank, the same ASM blocks as twolevel)
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)

@@ -2,16 +2,19 @@
 rebuilds a study's README.md from its JSON (the committed results too), and a write that fails
 half-way leaves the old file."""
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from petsc4py import PETSc
 
 from conftest import ROOT, load_script
 from ddlearn.harness import bench, report
+from ddlearn.harness.study import Rows
 
 STUDIES = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py"))
 STAMP = {"command", "commit", "dirty", "ranks", "cores", "cores_usable", "processor", "date",
@@ -113,18 +116,6 @@ def test_learned_preconditioner_quick(tmp_path):
     assert "| poisson2d n=961 | 16 |" in _readme(mod, tmp_path, "learned_preconditioner")
 
 
-def test_any_matrix_quick(tmp_path):
-    mod = _load("any_matrix")
-    mod.main(["--quick", "--out", str(tmp_path)])
-    data = _stamped(tmp_path / "any_matrix.json", "any_matrix")
-    for r in data["orderings"]:
-        assert r["its_natural"] == r["its_ddlearn"] and r["apply_parity"] < 1e-12
-    methods = {r["method"] for r in data["fem"]}
-    assert {"gamg", "gamg-tuned", "one-level N=16", "hats boxes N=16", "PCASM N=16"} <= methods
-    assert all(r["converged"] and r["rnorm_true"] < 1e-8 for r in data["fem"])
-    assert "| channels 31² | hats | 16 |" in mod.report(data)
-
-
 def test_coarse_spaces_quick(tmp_path):
     mod = _load("coarse_spaces")
     mod.main(["--quick", "--out", str(tmp_path)])
@@ -182,21 +173,6 @@ def test_many_fields_quick(tmp_path):
     assert "many_fields_gamg:" in text and "## many_fields_gamg.json" in text
 
 
-def test_coarse_forms_quick(tmp_path):
-    mod = _load("coarse_forms")
-    mod.main(["--quick", "--out", str(tmp_path)])
-    data = _stamped(tmp_path / "coarse_forms.json", "coarse_forms")
-    rows = data["rows"]
-    assert all(r["converged"] and r["rnorm_true"] < 1e-6 for r in rows)
-    n0 = {r["coarse"]: r["n0"] for r in rows if r["case"].startswith("fem")
-          and r["correction"] == "additive"}
-    assert n0["rgdsw"] < n0["gdsw"], n0
-    assert {(r["coarse"], r["correction"]) for r in rows if r["case"] == "channels 255^2"} == \
-        {(c, f) for c in ("hats", "gdsw", "spectral") for f in mod.FORMS}
-    assert "| rgdsw | 16 |" in mod.summary(data)
-    assert "| rgdsw | 16 |" in _readme(mod, tmp_path, "coarse_forms")
-
-
 def test_scaling_quick(tmp_path):
     mod = _load("scaling")
     methods = ["one-level", "spectral", "spectral/dist", "spectral/3level", "gamg", "cholesky"]
@@ -233,48 +209,94 @@ def test_scaling_quick(tmp_path):
     assert [(r["dim"], r["N"], r["unknowns"]) for r in other["rows"]] == [(2, 9, 24 ** 2)]
 
 
-@pytest.mark.parametrize("study, expected", [
-    ("schwarz_scaling", "| poisson2d | 63² | 64 |"),
-    ("spectral_setup", "| 16 | hats+spectral scipy |"),
-    ("partition_scaling", "| ranks (unknowns) |"),
-    ("coarse_solve", "| 64 | nicolaides | P=1 cholesky |"),
-])
-def test_small_studies_quick(tmp_path, study, expected):
-    mod = _load(study)
-    mod.main(["--quick", "--out", str(tmp_path)])
-    _stamped(tmp_path / f"{study}.json", study)
-    assert expected in _readme(mod, tmp_path, study)
+# a number as a report prints it: an integer, a decimal or a mantissa with an exponent
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
+#: printed figures a report derives from whole curves (no single number or pair of the JSON)
+CURVE_FIGURES = {("distributed", "3.7e-08"): "max relative difference of two validation curves"}
+REPORTS = sorted(p.parent.name for p in (ROOT / "benchmarks" / "results").glob("*/README.md"))
 
 
-def test_a_partition_scaling_run_keeps_the_other_rank_counts(tmp_path):
-    """An earlier file (of the format before the provenance: a bare list) keeps its other rank
-    counts' records; the new file says which runs made them."""
-    mod = _load("partition_scaling")
-    other = {"ranks": 999, "cores": 2, "N": 1998, "grid": [1], "n": 1, "method": "boxes",
-             "time_s": 1.0, "phases_s": {}, "extra_mb_per_rank": [0.0], "n_i_max": 1}
-    (tmp_path / "partition_scaling.json").write_text(json.dumps([other]))
-    mod.main(["--quick", "--out", str(tmp_path), "--methods", "boxes"])
-    data = _stamped(tmp_path / "partition_scaling.json", "partition_scaling")
-    assert data["records"][0] == other and len(data["records"]) == 2
-    assert data["earlier_provenance"] == []
-    mod.main(["--quick", "--out", str(tmp_path), "--methods", "boxes"])
-    data = _stamped(tmp_path / "partition_scaling.json", "partition_scaling")
-    assert len(data["records"]) == 2 and len(data["earlier_provenance"]) == 1
+def _table_numbers(text: str) -> list[str]:
+    """The numbers in the cells of the markdown tables of ``text``, in reading order."""
+    return [n for line in text.splitlines()
+            if line.startswith("|") and not set(line) <= set("|-: ")
+            for n in NUMBER.findall(line)]
+
+
+def _json_numbers(value, out: list) -> list:
+    """Every number of a JSON value (in its strings and keys too) and the mean, sum and
+    median of each list of numbers, which reports print."""
+    if isinstance(value, bool):
+        return out
+    if isinstance(value, (int, float)):
+        out.append(float(value))
+    elif isinstance(value, str):
+        out += [float(n) for n in NUMBER.findall(value)]
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _json_numbers(k, out), _json_numbers(v, out)
+    elif isinstance(value, list):
+        nums = [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) > 1:
+            out += [float(np.mean(nums)), float(np.sum(nums)), float(np.median(nums))]
+        for v in value:
+            _json_numbers(v, out)
+    return out
+
+
+def _half_unit(printed: str) -> tuple[float, float]:
+    """The value of a printed number and half a unit of its last digit."""
+    value, mantissa = float(printed), printed.lower().split("e")[0]
+    digits = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    scale = abs(value) if "e" in printed.lower() else 1.0
+    return value, scale * 0.5 * 10.0 ** -digits * (1 + 1e-4) + 1e-12
+
+
+def _derived(values: np.ndarray, printed: str) -> bool:
+    """Whether ``printed`` is, to its printed digits, a number of ``values`` (also in ms or %),
+    or a ratio, sum or difference of two of them (the ratios and totals reports print)."""
+    v, tol = _half_unit(printed)
+
+    def near(lo, hi):
+        k = np.searchsorted(values, lo)
+        return k < len(values) and values[k] <= hi
+
+    if any(near((v - tol) / s, (v + tol) / s) for s in (1.0, 1e3, 1e-3, 1e2)):
+        return True
+    for a in values[values > 0]:
+        if v > tol and any(near(a * s / (v + tol), a * s / (v - tol)) for s in (1.0, 1e2)):
+            return True
+        if near(v - a - tol, v - a + tol) or near(a - v - tol, a - v + tol):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("study", REPORTS)
+def test_every_figure_of_a_report_comes_from_its_json(study):
+    """Each number in the tables of a committed report (a live study's or a retired one's) is
+    one of its folder's JSON, to the digits printed, or a ratio, sum or difference of two."""
+    folder = ROOT / "benchmarks" / "results" / study
+    values = np.unique(np.array([x for p in sorted(folder.rglob("*.json"))
+                                 for x in _json_numbers(json.loads(p.read_text()), [])]))
+    missing = [n for n in _table_numbers((folder / "README.md").read_text())
+               if not _derived(values, n) and (study, n) not in CURVE_FIGURES]
+    assert not missing, missing
 
 
 @pytest.mark.parametrize("study", ["main_job", *STUDIES])
-def test_report_rebuilds_the_committed_readme(tmp_path, study):
-    """``--report`` on a copy of the committed JSON (stamped or not) writes the README.md that
-    is committed beside it, naming the regenerating command and every file's provenance (a
-    study of many runs keeps them in ``runs/`` and names their commands and commits)."""
+def test_report_rebuilds_the_committed_figures(tmp_path, study):
+    """``--report`` on a copy of the committed JSON (stamped or not) prints the committed
+    README's table figures, number for number (formatting and prose are free), naming the
+    regenerating command and every file's provenance (a study of many runs keeps them in
+    ``runs/`` and names their commands and commits)."""
     folder = ROOT / "benchmarks" / "results" / study
     for path in folder.rglob(f"{study}*.json"):
         (tmp_path / path.relative_to(folder)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, tmp_path / path.relative_to(folder))
     text = _readme(report if study == "main_job" else _load(study), tmp_path, study)
     committed = (folder / "README.md").read_text()
-    strip = lambda t: t.replace(f" --out {bench.relative(str(tmp_path))}", "")  # noqa: E731
-    assert strip(text) == committed
+    assert [float(n) for n in _table_numbers(text)] == \
+        [float(n) for n in _table_numbers(committed)]
     for path in folder.glob(f"{study}*.json"):
         # operator_learning_summary.json is what --report derives from the runs listed
         assert f"`{path.name}`" in text or path.stem == "operator_learning_summary"
@@ -326,6 +348,26 @@ def test_time_to_solution_quick(tmp_path):
     assert (tmp_path / "time_to_solution.json").read_bytes() == before
     _stamped(tmp_path / "time_to_solution_other.json", "time_to_solution")
     assert "## Map (time_to_solution_other.json)" in _readme(mod, tmp_path, "time_to_solution")
+
+
+def test_a_resumed_study_keeps_its_rows_and_runs_the_rest(tmp_path):
+    """Rows are written one by one; ``--resume`` keeps the rows that did not fail (and the
+    run that made them), so only the failed and the missing ones run again."""
+    ap = bench.parser("some_study", "doc")
+    key = lambda r: r["method"]  # noqa: E731
+    rows = Rows(bench.parse(ap, ["--out", str(tmp_path)]), {"size": 3}, key)
+    rows.add({"method": "a", "its": 1})
+    rows.add({"method": "b", "error": "PETSc error 76"})
+    assert [r["method"] for r in json.loads((tmp_path / "some_study.json").read_text())["rows"]] \
+        == ["a", "b"]
+    again = Rows(bench.parse(ap, ["--out", str(tmp_path), "--resume"]), {"size": 3}, key)
+    assert again.done("a") and not again.done("b")
+    again.add({"method": "b", "its": 2})
+    data = json.loads((tmp_path / "some_study.json").read_text())
+    assert data["rows"] == [{"method": "a", "its": 1}, {"method": "b", "its": 2}]
+    assert "--resume" in data["provenance"]["command"] and len(data["earlier_runs"]) == 1
+    fresh = Rows(bench.parse(ap, ["--out", str(tmp_path)]), {}, key)  # no --resume: all again
+    assert not fresh.done("a")
 
 
 def test_a_resumed_run_keeps_the_provenance_of_the_rows_it_kept():

@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ddlearn.harness import fem
 from conftest import load_script
 
 ex = load_script("examples/elasticity.py", "elasticity_example")
@@ -34,42 +35,42 @@ def _same(local: sp.csr_matrix, serial: sp.csr_matrix) -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_all_rows_assembled_at_once_are_the_serial_matrix(case):
-    serial = ex.build(contrast=1e6, seed=3, count=6, **case)
-    lazy = ex.build(contrast=1e6, seed=3, count=6, assemble=False, **case)
+    serial = fem.build(contrast=1e6, seed=3, count=6, **case)
+    lazy = fem.build(contrast=1e6, seed=3, count=6, assemble=False, **case)
     assert lazy.K is None and lazy.A is None and lazy.b is None
     assert np.array_equal(lazy.free, serial.free) and lazy.unknowns == serial.A.shape[0]
-    K, b = ex.assemble_rows(lazy, 0, lazy.unknowns)
+    K, b = fem.assemble_rows(lazy, 0, lazy.unknowns)
     _same(K, serial.K[serial.free][:, serial.free])
-    _same(ex._symmetrised(K), serial.A)
+    _same(fem._symmetrised(K), serial.A)
     assert np.allclose(b, serial.b, rtol=1e-14, atol=0)
     with pytest.raises(ValueError, match="split a node"):
-        ex.assemble_rows(lazy, 1, lazy.unknowns)
+        fem.assemble_rows(lazy, 1, lazy.unknowns)
 
 
 def test_the_chunks_cover_the_elements_once():
-    p = ex.build(dim=3, cells=4, element="q1", assemble=False)
+    p = fem.build(dim=3, cells=4, element="q1", assemble=False)
     chunks = p.chunks()
     assert len(chunks) == 1 and np.array_equal(chunks[0], np.arange(p.mesh.t.shape[1]))
-    old = ex.CHUNK_POINTS
+    old = fem.CHUNK_POINTS
     try:
-        ex.CHUNK_POINTS = 64 * 5  # 5 elements of 4^3 points
+        fem.CHUNK_POINTS = 64 * 5  # 5 elements of 4^3 points
         chunks = p.chunks()
         assert all(len(c) <= 5 for c in chunks) and len(chunks) > 1
         assert np.array_equal(np.concatenate(chunks), np.arange(p.mesh.t.shape[1]))
-        serial = ex.build(dim=3, cells=4, element="q1")
+        serial = fem.build(dim=3, cells=4, element="q1")
         _same(p.stiffness(), serial.K)
     finally:
-        ex.CHUNK_POINTS = old
+        fem.CHUNK_POINTS = old
 
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("case", CASES)
 def test_distributed_rows_equal_the_serial_rows(case):
     comm = MPI.COMM_WORLD
-    serial = ex.build(contrast=1e6, seed=3, count=6, **case)
-    lazy = ex.build(contrast=1e6, seed=3, count=6, assemble=False, **case)
-    A, b, coords = ex.to_petsc(lazy)
-    A0, b0, coords0 = ex.to_petsc(serial)
+    serial = fem.build(contrast=1e6, seed=3, count=6, **case)
+    lazy = fem.build(contrast=1e6, seed=3, count=6, assemble=False, **case)
+    A, b, coords = fem.to_petsc(lazy)
+    A0, b0, coords0 = fem.to_petsc(serial)
     try:
         local, lo, hi = _rows(A)
         assert A.getBlockSize() == lazy.dim and lo % lazy.dim == 0
@@ -79,7 +80,7 @@ def test_distributed_rows_equal_the_serial_rows(case):
         assert np.array_equal(coords.getArray(), coords0.getArray())
         assert A.getNearNullSpace().getVecs() and A.isSymmetric(0.0)  # bitwise
         # a rank assembles only the elements touching its own rows: fewer than all of them
-        own = ex.touching(lazy, lazy.free[lo:hi:lazy.dim] // lazy.dim)
+        own = fem.touching(lazy, lazy.free[lo:hi:lazy.dim] // lazy.dim)
         assert 0 < len(own) < lazy.mesh.t.shape[1]
         assert comm.allreduce(len(own)) >= lazy.mesh.t.shape[1]
     finally:

@@ -83,7 +83,7 @@ def test_example_classical_coarse_spaces_on_a_random_field():
     """The example's ddlearn-PC methods on a seeded high-contrast field: all converge, the
     spectral coarse space (with the hats) beats the classical hats."""
     mod = load_script("examples/poisson.py", "poisson_example")
-    methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral"]
+    methods = ["asm", "twolevel", "nicolaides", "gdsw", "spectral"]
     report = mod.main(["-problem", "random_channels", "-contrast", "1e6", "-field_seed", "2",
                        "-n", "47", "-subdomains", "16", "-methods", ",".join(methods),
                        "-spectral_with_hats", "1", "-out", ""])[0]
@@ -151,7 +151,7 @@ def test_example_3d_problems_in_process():
     """The main job on 3D Poisson and a 3D high-contrast inclusions field: every classical
     method converges; the spectral coarse space beats one level on the inclusions."""
     mod = _load_example()
-    methods = ["asm", "twolevel", "nicolaides", "gdsw_sub", "spectral", "gamg"]
+    methods = ["asm", "twolevel", "nicolaides", "gdsw", "spectral", "gamg"]
     reports = mod.main(["-problem", "poisson3d,random_inclusions3d", "-n", "16",
                         "-subdomains", "27", "-methods", ",".join(methods), "-out", ""])
     assert [r["problem"]["name"] for r in reports] == ["poisson3d", "random_inclusions3d"]
@@ -192,13 +192,13 @@ def test_example_3d_learned_methods(tmp_path):
     cache = comm.bcast(str(tmp_path / "cache3d"), root=0)
     mod = _load_example()
     report = mod.main(["-problem", "poisson3d", "-n", "8", "-subdomains", "8", "-cache", cache,
-                       "-methods", "twolevel,attention_coarse,learned_insitu",
+                       "-methods", "twolevel,attention-coarse,learned_insitu",
                        "-attention_steps", "4", "-learned_insitu_steps", "2",
                        "-learned_insitu_eval_every", "1", "-out", ""])[0]
     res = {r["method"]: r for r in report["results"]}
-    for m in ("twolevel", "attention_coarse", "learned_insitu"):
+    for m in ("twolevel", "attention-coarse", "learned_insitu"):
         assert res[m]["converged"] and res[m]["rnorm_true"] < 1e-8, res[m]
-    assert res["attention_coarse"]["train_s"] > 0
+    assert res["attention-coarse"]["train_s"] > 0
 
 
 @pytest.mark.parametrize("trained,used", [((8, 8), (4, 4, 4)), ((4, 4, 4), (8, 8))])

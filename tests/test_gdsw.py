@@ -94,10 +94,9 @@ def _stiff_ball_2d(m: int, contrast: float):
     """Q1 plane elasticity on an m x m-cell square with a disc of radius 0.25 at the centre of
     modulus ``contrast`` (the example's ``-ball``), clamped at x = 0; returns the problem, the
     free nodes' coordinates and their rigid-body modes."""
-    from conftest import load_script
-    ex = load_script("examples/elasticity.py", "elasticity_example")
-    p = ex.build(2, m, contrast=contrast, element="q1", ball=True)
-    return p, ex.rigid_body_modes(p.points)
+    from ddlearn.harness import fem
+    p = fem.build(2, m, contrast=contrast, element="q1", ball=True)
+    return p, fem.rigid_body_modes(p.points)
 
 
 def test_coefficient_split_gives_a_stiff_inclusion_its_own_rigid_motions():

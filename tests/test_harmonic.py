@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from petsc4py import PETSc
 
+from ddlearn.harness import fem
 from conftest import client_matrix, gathered_csr, load_script, pc_from_options, raised_everywhere
 from ddlearn.classical.coarse.gdsw import gdsw_basis
 from ddlearn.classical.coarse.harmonic import Harmonic, harmonic_basis
@@ -24,7 +25,7 @@ def _inclusions(cells: int, N: int):
     """2D P1 elasticity with the example's stiff inclusions (1e6): the matrix, the load, the
     rigid-body modes, the dofs' parts (METIS on the node graph) and the overlapping
     subdomains (one node layer)."""
-    p = ex.build(2, cells, contrast=1e6, seed=0)
+    p = fem.build(2, cells, contrast=1e6, seed=0)
     G = node_matrix(p.A, 2)
     G = sp.csr_matrix((np.ones(G.nnz), G.indices, G.indptr), shape=G.shape)
     G.setdiag(0)
@@ -32,7 +33,7 @@ def _inclusions(cells: int, N: int):
     nodes = metis_partition(G, N)
     S = grow_overlap(G, nodes, N, 1)
     subs = [(2 * S[:, i].indices[:, None] + np.arange(2)).ravel() for i in range(N)]
-    return p.A, p.b, ex.rigid_body_modes(p.points), np.repeat(nodes, 2), subs
+    return p.A, p.b, fem.rigid_body_modes(p.points), np.repeat(nodes, 2), subs
 
 
 def _cg_iterations(A, b, subs, Phi) -> int:

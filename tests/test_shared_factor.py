@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from conftest import (load_script, natural_matrix_of, petsc_options, smooth_channels_field,
+from conftest import (natural_matrix_of, petsc_options, smooth_channels_field,
                       two_level_ksp, view_text)
 from ddlearn.classical.coarse.spectral import Spectral
 from ddlearn.classical.overlapping import asm_pc, factor_blocks
@@ -112,13 +112,22 @@ def test_not_shared_where_the_transform_is_configured(options, space):
         o.destroy()
 
 
+class _WholeBlock:
+    """The whole matrix as the one subdomain of a sequential PCASM."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def index_sets(self, overlapping: bool) -> list:
+        return [PETSc.IS().createStride(self.n, comm=PETSc.COMM_SELF)]
+
+
 def test_a_pencil_matrix_that_cannot_be_factored_falls_back():
     """A right-hand matrix CHOLMOD cannot factor (singular: an empty row) is not lent (the
     eigensolve then factors it on its own and reports its own failure), and the block it was
     tried on is factored right afterwards: A_i solved to round-off."""
-    bench = load_script("benchmarks/local_factorisation.py")
     A = natural_matrix_of(smooth_channels_field(15))
-    whole = bench._WholeBlock(A.getSize()[0])
+    whole = _WholeBlock(A.getSize()[0])
     asm = asm_pc(A, whole, solver="auto", factor=False)
     blocks = LocalBlocks(asm)
     M = blocks.csr(0).tolil()

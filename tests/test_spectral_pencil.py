@@ -2,7 +2,6 @@
 -ddlearn_spectral_partition_of_unity) on 1-4 ranks: each choice equals a dense reference built
 from its definition, the Boolean one gives non-overlapping coarse vectors, bad values are
 refused on every rank; the 3D reference benchmark's quick run writes its JSON."""
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from conftest import load_script, apply_gathered, client_matrix, gathered_csr, pc_from_options, \
+from conftest import apply_gathered, client_matrix, gathered_csr, pc_from_options, \
     raised_everywhere
 from ddlearn.classical import reference
 
@@ -121,23 +120,3 @@ def test_bad_pencil_and_partition_of_unity_are_refused_on_every_rank():
             exc=Exception)
         assert all(m and expected in m for m in msgs), (expected, msgs)
     A.destroy()
-
-
-def test_geneo_reference_quick_writes_json(tmp_path):
-    mod = load_script("benchmarks/geneo_reference.py")
-    out = tmp_path / "geneo_reference.json"
-    mod.main(["--quick", "--problems", "inclusions", "--out", str(tmp_path)])
-    data = json.loads(out.read_text())
-    assert data["n"] == 12 and data["parts"] == 8
-    names = {(r["config"], r["kind"]) for r in data["rows"]}
-    assert names == {("asm", "rows"), ("gamg", "rows"), ("gamg-tuned", "rows"),
-                     ("nicolaides", "rows"), ("ours", "rows"),
-                     ("reference", "rows"), ("nicolaides", "rcb"), ("ours", "rcb"),
-                     ("reference", "rcb")}
-    for r in data["rows"]:
-        assert r["converged"] and r["true_relres"] < 1e-3 and r["iterations"] > 0
-        if r["config"] == "asm":
-            assert r["blocks"] == 8  # PETSc's ASM on the same 8 row blocks, not one per rank
-        if r["config"] in ("ours", "reference"):
-            assert r["n0"] == 8 * 8
-    assert "| reference |" in mod.summary(data)

@@ -3,7 +3,7 @@
 Each script ``benchmarks/<study>.py`` is a *study*; its results live in
 ``benchmarks/results/<study>/`` (JSON, plots and the ``README.md`` made from them)::
 
-    mpiexec -n 4 python benchmarks/<study>.py [--out DIR] [--quick] [its own options]
+    mpiexec -n 4 python benchmarks/<study>.py [--out DIR] [--quick] [--resume] [its own options]
                                                [-petsc_option value ...]
     python benchmarks/<study>.py --report [--out DIR]
 
@@ -12,6 +12,9 @@ Each script ``benchmarks/<study>.py`` is a *study*; its results live in
     the system's temporary directory, so that a smoke run never overwrites committed results);
 ``--quick``
     the small case the tests run;
+``--resume``
+    keep the rows of the results file that did not fail and run the rest
+    (:class:`ddlearn.harness.study.Rows`);
 ``--report``
     regenerate the study's tables, plots and ``DIR/README.md`` from the JSON in ``DIR`` and run
     nothing.
@@ -30,14 +33,12 @@ arguments) and the PETSc options database. Results committed before the stamp ca
 Shared pieces: :func:`markdown_table` (the one table printer, for README and console),
 :func:`peak_reset` / :func:`peak_mb` / :func:`peak_mb_ranks` (peak resident memory,
 ``VmHWM``), :func:`wall` / :func:`slowest` (collective timers: the slowest rank's seconds),
-:func:`relative` (paths in results are relative to the repository) and :func:`load_example`
-(a benchmark using one of ``examples/`` as a client).
+:func:`relative` (paths in results are relative to the repository).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import platform
@@ -56,7 +57,7 @@ from ddlearn.decomposition.timing import Timer
 
 __all__ = ["ROOT", "RESULTS", "parser", "parse", "provenance", "write", "read", "results",
            "write_readme", "markdown_table", "show", "peak_reset", "memory_mb", "peak_mb",
-           "peak_mb_ranks", "wall", "slowest", "relative", "load_example", "error_chain",
+           "peak_mb_ranks", "wall", "slowest", "relative", "error_chain",
            "failure"]
 
 #: The repository root (results record paths relative to it) and the results' root folder.
@@ -81,6 +82,8 @@ def parser(study: str, doc: str, quick: str = "the small case the tests run",
                        help=f"results folder (default benchmarks/results/{study}/; with --quick "
                             f"a temporary folder)")
     group.add_argument("--quick", action="store_true", help=quick)
+    group.add_argument("--resume", action="store_true",
+                       help="keep the rows of the results file that did not fail, run the rest")
     group.add_argument("--report", action="store_true",
                        help="regenerate the tables, plots and DIR/README.md from the JSON in "
                             "DIR; run nothing")
@@ -245,19 +248,6 @@ def relative(path: str) -> str:
     """``path`` relative to the repository root, as results record it (no checkout's
     absolute path in committed files)."""
     return os.path.relpath(os.path.abspath(path), ROOT)
-
-
-def load_example(name: str):
-    """``examples/<name>.py`` as a module (a benchmark using the example as its client),
-    registered in ``sys.modules`` as ``examples.<name>`` (a dataclass looks its module up
-    there)."""
-    key = f"examples.{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "examples" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
 
 
 # -- tables --------------------------------------------------------------------------------

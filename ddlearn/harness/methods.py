@@ -1,8 +1,12 @@
 """The preconditioners compared on one problem and decomposition, by name.
 
-Each method configures a PC on a :class:`Case`. Every method's KSP has the options prefix
-``{name}_``, so ``-twolevel_ksp_monitor`` or ``-gamg_pc_gamg_threshold 0.05`` reach one method
-only; defaults set here go into the options database only where the user set nothing.
+Each method configures a PC on a :class:`Case`. One spelling per method: a method that is one
+of ddlearn's coarse spaces is spelt as ``-ddlearn_coarse_space`` spells it (``gdsw``,
+``spectral``, ``learned_insitu``), every other name is lowercase with hyphens (``gamg-tuned``,
+``mg-gdsw``: PETSc's PCMG with its GDSW coarse space, ``attention-coarse``). Every method's KSP
+has the options prefix :func:`prefix` (the name, hyphens as underscores, then ``_``), so
+``-twolevel_ksp_monitor`` or ``-gamg_tuned_pc_gamg_threshold 0.05`` reach one method only;
+defaults set here go into the options database only where the user set nothing.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from . import learned
 from .options import PETSC_REFERENCE, set_defaults
 
 __all__ = ["Case", "METHODS", "DEFAULT_METHODS", "CONTRAST_METHODS", "run_methods",
-           "parse_methods", "attention_enrichment"]
+           "parse_methods", "prefix", "attention_enrichment"]
 
 
 @dataclass
@@ -87,9 +91,10 @@ def _twolevel(pc, case):
     pc.setPythonContext(TwoLevelSchwarz(case.layout, case.PhiP, "basic"))
 
 
-def _gdsw(pc, case):
+def _mg_gdsw(pc, case):
     # PETSc's GDSW coarse space converts A to MATIS, whose subdomains are the ranks' rows; the
-    # smoother is our one-level ASM, so only the coarse space differs from `twolevel`.
+    # smoother is our one-level ASM, so only the coarse space differs from `twolevel`
+    # (PETSC_REFERENCE's "mg-gdsw" has PETSc's ASM as its smoother)
     set_defaults(pc.getOptionsPrefix(), {
         "pc_mg_galerkin": "both", "pc_mg_type": "additive",
         "pc_mg_adapt_interp_coarse_space": "gdsw",
@@ -118,7 +123,7 @@ def _gamg(pc, case):
 
 
 def _gamg_tuned(pc, case):
-    # GAMG as the GenEO literature compares against it (PETSC_REFERENCE's "gamg-tuned")
+    # GAMG as the GenEO literature compares against it (PETSC_REFERENCE's)
     set_defaults(pc.getOptionsPrefix(), {k: v for k, v in PETSC_REFERENCE["gamg-tuned"].items()
                                          if k != "pc_type"})
     pc.setType(PETSc.PC.Type.GAMG)
@@ -160,7 +165,7 @@ def _learned_insitu(pc, case, path):
 # Learned methods: how to obtain the checkpoint (train or load from the cache), then the PC.
 LEARNED = {
     "attention": (learned.attention_operator, _attention),
-    "attention_coarse": (learned.attention_operator, _attention_coarse),
+    "attention-coarse": (learned.attention_operator, _attention_coarse),
     "learned_insitu": (learned.learned_preconditioner, _learned_insitu),
 }
 
@@ -170,23 +175,28 @@ METHODS = {
     "jacobi": _jacobi,
     "asm": _asm,
     "twolevel": _twolevel,
-    "gdsw": _gdsw,
-    "gdsw_sub": _ddlearn("gdsw"),
+    "mg-gdsw": _mg_gdsw,
+    "gdsw": _ddlearn("gdsw"),
     "nicolaides": _ddlearn("nicolaides"),
     "spectral": _ddlearn("spectral"),
     "gamg": _gamg,
-    "gamg_tuned": _gamg_tuned,
+    "gamg-tuned": _gamg_tuned,
     "learned": _ddlearn("learned"),
     "attention": None,
-    "attention_coarse": None,
+    "attention-coarse": None,
     "learned_insitu": None,
 }
 #: the example's default comparison
-DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "gamg_tuned", "gdsw",
-                   "attention", "attention_coarse", "learned")
+DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "gamg-tuned",
+                   "mg-gdsw", "attention", "attention-coarse", "learned")
 #: ... on high-contrast coefficient fields (no unpreconditioned or Jacobi CG: thousands of
 #: iterations that say nothing new)
-CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "gamg", "gamg_tuned", "gdsw")
+CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "gamg", "gamg-tuned", "mg-gdsw")
+
+
+def prefix(name: str) -> str:
+    """The options prefix of method ``name``'s KSP: ``gamg-tuned`` -> ``gamg_tuned_``."""
+    return name.replace("-", "_") + "_"
 
 
 def parse_methods(spec: str) -> list[str]:
@@ -214,17 +224,17 @@ def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
             # one all-reduce per iteration for both inner products: same iterates in exact
             # arithmetic, half the synchronisations on oversubscribed ranks (a harness choice;
             # the library's runner leaves the user's CG variant alone)
-            set_defaults(f"{m}_", {"ksp_cg_single_reduction": "true"})
+            set_defaults(prefix(m), {"ksp_cg_single_reduction": "true"})
         if m not in LEARNED:
             results.append(solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
-                                 ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=f"{m}_"))
+                                 ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=prefix(m)))
             continue
         settings = settings or learned.LearnedSettings()
         obtain, configure = LEARNED[m]
         path, train_s = obtain(case, settings)
         res = solve(case.A, b, lambda pc: configure(pc, case, path), method=m,
                     ksp_type=ksp_type, rtol=rtol,
-                    max_it=min(max_it, 100) if m == "attention" else max_it, prefix=f"{m}_")
+                    max_it=min(max_it, 100) if m == "attention" else max_it, prefix=prefix(m))
         res.train_s = train_s
         results.append(res)
     return results

@@ -24,7 +24,7 @@ __all__ = ["set_defaults", "PETSC_REFERENCE"]
 #: time-to-solution study's P1 inclusions, 9 450 dofs, with the estimate's 50 iterations too);
 #: SSOR needs no estimate and keeps the cycle SPD (26 iterations there).
 #:
-#: ``mg+gdsw`` has one subdomain per rank, always: PETSc builds its GDSW space on the matrix
+#: ``mg-gdsw`` has one subdomain per rank, always: PETSc builds its GDSW space on the matrix
 #: converted to MATIS, one local subdomain per process. It is therefore measured where a study's
 #: subdomains are its ranks (time to solution, weak scaling, the elasticity study, the main
 #: job), not in the studies that fix N apart from the rank count (16-256 subdomains on 2 ranks).
@@ -34,7 +34,7 @@ PETSC_REFERENCE = {
     "gamg-tuned": {"pc_type": "gamg", "pc_gamg_threshold": "0.01"},
     "gamg-sor": {"pc_type": "gamg", "pc_gamg_threshold": "0.01",
                  "mg_levels_ksp_type": "richardson", "mg_levels_pc_type": "sor"},
-    "mg+gdsw": {"pc_type": "mg", "pc_mg_levels": "2", "pc_mg_galerkin": "both",
+    "mg-gdsw": {"pc_type": "mg", "pc_mg_levels": "2", "pc_mg_galerkin": "both",
                 "pc_mg_type": "additive", "pc_mg_adapt_interp_coarse_space": "gdsw",
                 "mg_levels_pc_type": "asm", "mg_levels_pc_asm_type": "basic",
                 "mg_levels_sub_pc_type": "lu", "mg_levels_ksp_type": "richardson",

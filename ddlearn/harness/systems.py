@@ -1,7 +1,13 @@
-"""The linear systems the benchmarks solve as a user's program would hand them to the PC.
+"""The linear systems the benchmarks solve as a user's program would hand them to the PC, and
+the one solve loop.
 
 - :func:`natural_matrix`: a problem's matrix in the natural ordering, PETSc's default rows,
   the grid coordinates attached;
+- :func:`solve_once`: one solve of a set-up KSP: iterations, reason, true relative residual
+  :math:`\|b - Ax\| / \|b\|` and the slowest rank's seconds (every solve below is one);
+- :func:`solve_from_options`: a KSP from the options database (CG by default), set up and
+  solved once, with ``n_0`` and ddlearn's set-up split (the elasticity program and studies);
+  :func:`solve_with_options` the same under a method's options, a failure recorded;
 - :func:`pc_solves`: CG with ``ddlearn.pc.TwoLevelSchwarzPC`` (or one of PETSc's reference
   preconditioners, :data:`ddlearn.harness.options.PETSC_REFERENCE`: GAMG with its defaults or
   tuned) on several right-hand sides, with the set-up split and the coarse space's summary.
@@ -13,10 +19,11 @@ from petsc4py import PETSc
 
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 
-from .bench import wall
+from .bench import failure, wall
 from .options import PETSC_REFERENCE
 
-__all__ = ["natural_matrix", "pc_solves"]
+__all__ = ["natural_matrix", "solve_once", "coarse_size", "solve_from_options",
+           "solve_with_options", "pc_solves"]
 
 
 def natural_matrix(problem) -> PETSc.Mat:
@@ -31,6 +38,91 @@ def natural_matrix(problem) -> PETSc.Mat:
     A.assemble()
     set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
     return A
+
+
+#: PETSc's converged / diverged reasons by number
+_REASONS = {v: k for k, v in vars(PETSc.KSP.ConvergedReason).items() if isinstance(v, int)}
+
+
+def solve_once(ksp: PETSc.KSP, A: PETSc.Mat, b: PETSc.Vec, x: PETSc.Vec) -> dict:
+    """Solve ``A x = b`` with the set-up ``ksp`` (collective): ``solve_s`` (slowest rank),
+    ``iterations``, ``reason`` (its number), ``reason_name``, ``converged`` and the true
+    relative residual ``rnorm_true`` :math:`= \|b - Ax\| / \|b\|` (which CG's recursive
+    residual can drift from at high contrast)."""
+    seconds = wall(lambda: ksp.solve(b, x), A.getComm().tompi4py())
+    r = b.duplicate()
+    A.mult(x, r)
+    r.aypx(-1.0, b)
+    reason = int(ksp.getConvergedReason())
+    out = {"solve_s": seconds, "iterations": ksp.getIterationNumber(), "reason": reason,
+           "reason_name": _REASONS.get(reason, str(reason)), "converged": reason > 0,
+           "rnorm_true": r.norm() / b.norm()}
+    r.destroy()
+    return out
+
+
+def coarse_size(ksp: PETSc.KSP) -> int | None:
+    """``n_0`` of ddlearn's PC (``None`` for other PCs or one level)."""
+    pc = ksp.getPC()
+    if pc.getType() != PETSc.PC.Type.PYTHON:
+        return None
+    ctx = pc.getPythonContext()
+    meta = getattr(ctx, "meta", None) or {}
+    if "n0" in meta:
+        return int(meta["n0"])
+    for Phi in (getattr(ctx, "Phi", None), getattr(getattr(ctx, "two_level", None), "Phi", None)):
+        if Phi is not None:
+            return int(Phi.getSize()[1])
+    return None
+
+
+def solve_from_options(A: PETSc.Mat, b: PETSc.Vec) -> dict:
+    """A KSP from the options database (defaults CG, rtol 1e-8 on the unpreconditioned
+    residual, no divergence test), set up and solved once (:func:`solve_once`), with its
+    types, ``setup_s`` (slowest rank), ``n0`` and ddlearn's set-up split.
+
+    At high contrast the 2-norm of CG's residual is far from monotone (it minimises the
+    energy norm): at contrast 1e6 in 2D it climbs to 1e4 ``||b||`` (100² cells) and past 1e5
+    (128²) on the way, which PETSc's default divergence test (``-ksp_divtol 1e5``) calls
+    DIVERGED_DTOL; hence the default ``1e12`` here. The attainable true residual is limited by
+    round-off in ``A x`` with ``||A|| ~ contrast``: a few 1e-5 in 2D at contrast 1e6 whatever
+    the preconditioner, so the recorded true residual can sit above the recursive one CG
+    stopped on."""
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOperators(A)
+    ksp.setType(PETSc.KSP.Type.CG)
+    ksp.setTolerances(rtol=1e-8, divtol=1e12)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setFromOptions()
+    x = A.createVecRight()
+    out = {"ksp": ksp.getType(), "pc": ksp.getPC().getType()}
+    try:
+        out["setup_s"] = wall(ksp.setUp, A.getComm().tompi4py())
+        out.update(solve_once(ksp, A, b, x), n0=coarse_size(ksp))
+        split = getattr(ksp.getPC().getPythonContext(), "timing", None) \
+            if out["pc"] == PETSc.PC.Type.PYTHON else None
+        if split:  # ddlearn's set-up split (partition, basis, factorisations, coarse operator)
+            out["setup_split"] = {k: v for k, v in split.items() if k.endswith("_s")}
+    finally:
+        x.destroy()
+        ksp.destroy()
+    return out
+
+
+def solve_with_options(A: PETSc.Mat, b: PETSc.Vec, options: dict) -> dict:
+    """:func:`solve_from_options` with ``options`` (``{name: value}``, no dash) in the options
+    database for this solve only; a failure is a result (``error``: :func:`.bench.failure`,
+    ``converged`` false), so that one method's breakdown does not end a study."""
+    opts = PETSc.Options()
+    for k, v in options.items():
+        opts.setValue(k, v)
+    try:
+        return solve_from_options(A, b)
+    except Exception as e:  # noqa: BLE001 - a failing method is a result
+        return {"error": failure(e), "converged": False}
+    finally:
+        for k in options:
+            opts.delValue(k)
 
 
 def pc_solves(A: PETSc.Mat, b: list, N: int, config: dict | str | None) -> dict:
@@ -71,18 +163,11 @@ def pc_solves(A: PETSc.Mat, b: list, N: int, config: dict | str | None) -> dict:
     finally:
         for k in options:
             opts.delValue(k)
-    its, solve, res = [], [], []
-    for v in b:
-        solve.append(wall(lambda: ksp.solve(v, x), comm))
-        its.append(ksp.getIterationNumber() if ksp.getConvergedReason() > 0 else -1)
-        r = v.duplicate()
-        A.mult(x, r)
-        r.aypx(-1.0, v)
-        res.append(r.norm() / v.norm())
-        r.destroy()
+    runs = [solve_once(ksp, A, v, x) for v in b]
+    its = [r["iterations"] if r["converged"] else -1 for r in runs]
     ctx = pc.getPythonContext() if reference is None else None
-    out = {"iterations": its, "rnorm_true_max": max(res), "setup_s": setup,
-           "solve_s": float(np.mean(solve)),
+    out = {"iterations": its, "rnorm_true_max": max(r["rnorm_true"] for r in runs),
+           "setup_s": setup, "solve_s": float(np.mean([r["solve_s"] for r in runs])),
            "split": dict(ctx.timing) if ctx else {},
            "n0": ctx.Phi.getSize()[1] if ctx is not None and ctx.Phi is not None else 0,
            "spectral": ctx.meta.get("spectral") if ctx else None,
