@@ -34,7 +34,8 @@ def worker(out: str) -> None:
     from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
     from ddlearn.decomposition.layout import Layout
     from ddlearn.decomposition.problems import Poisson1D
-    from ddlearn.learned.operators.training import TrainConfig, train
+    from ddlearn.learned.operators.training import train
+    from ddlearn.nn.trainer import TrainConfig
     from ddlearn.classical.overlapping import configure_asm, exact_local_solves
 
     torch.set_num_threads(1)

@@ -11,7 +11,8 @@ from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.operators.attention import GlobalAttention, SchwarzAttention
 from ddlearn.decomposition.problems import Poisson1D, Poisson2D, make_problem
 from ddlearn.learned.operators.data import fourier_rhs, make_splits
-from ddlearn.learned.operators.training import TrainConfig, evaluate, train
+from ddlearn.learned.operators.training import evaluate, train
+from ddlearn.nn.trainer import TrainConfig
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import os
 import torch
 
 from ...decomposition.atomic import atomic_write, atomic_write_json
-from ..common import read_payload
+from ...nn.checkpoint import read_payload
 from .network import KIND, LocalCoarseNet
 
 __all__ = ["FORMAT_VERSION", "PRETRAINED", "model_hash", "save_model", "update_record",

@@ -13,7 +13,7 @@ import os
 import torch
 
 from ...decomposition.atomic import atomic_write
-from ..common import read_payload
+from ...nn.checkpoint import read_payload
 from .attention import GlobalAttention, SchwarzAttention
 from .flare import FLARE, FLAREPlusPlus
 
@@ -49,10 +49,13 @@ def build_model(config: dict) -> torch.nn.Module:
     return MODELS[kind](**args)
 
 
-def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, **extra) -> None:
-    """Write ``model`` (config + parameters) and ``extra`` entries to ``path`` atomically."""
+def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, state=None,
+         **extra) -> None:
+    """Write ``model`` (config + parameters, or the parameters ``state`` of the same model,
+    e.g. its best state) and ``extra`` entries to ``path`` atomically."""
     payload = {"format": FORMAT, "version": VERSION, "config": model.config,
-               "state": model.state_dict(), "problem": problem, **extra}
+               "state": model.state_dict() if state is None else state, "problem": problem,
+               **extra}
     atomic_write(path, lambda f: torch.save(payload, f))
 
 
