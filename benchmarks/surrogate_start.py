@@ -31,7 +31,7 @@ from ddlearn.harness.datasets import (ensure_dataset, fine_problem, options, sam
 from ddlearn.nn.checkpoint import load_checkpoint
 from ddlearn.nn.data import grid_coords, load_dataset
 from ddlearn.nn.model import NeuralOperator
-from ddlearn.nn.train import Normalizer, TrainConfig, fit, predict
+from ddlearn.nn.train import FitConfig, Normalizer, fit, predict
 
 STUDY = "surrogate_start"
 DEFAULT = "benchmarks/results/neural_operator/checkpoints/darcy-schwarz-s0.pt"
@@ -45,7 +45,7 @@ def quick_model(args):
     model = NeuralOperator(width=16, depth=1, heads=2, mixer="schwarz",
                            layout={"subdomains": 4, "overlap": 1})
     model.use_mesh(data.coords)
-    out = fit(model, data.train, data.test, data.coords, TrainConfig(epochs=3, batch_size=4),
+    out = fit(model, data.train, data.test, data.coords, FitConfig(epochs=3, batch_size=4),
               progress=False)
     return model, Normalizer.from_state(out["normalizer"]), data
 

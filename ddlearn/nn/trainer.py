@@ -164,8 +164,9 @@ class Trainer:
         :class:`StopTraining` (e.g. a factorisation that failed on every rank).
     evaluate : callable
         ``evaluate() -> dict`` of metrics, called every ``cfg.eval_every`` steps and at the last.
-    monitor : str
-        The metric of ``evaluate`` that the best-state rule, ``patience`` and ``target`` use.
+    monitor : str or None
+        The metric of ``evaluate`` that the best-state rule, ``patience`` and ``target`` use
+        (``None``: no best state is kept, training ends in its last state).
     communicate : callable, optional
         ``communicate(params, loss_value) -> loss_value`` after the backward pass (e.g. sum the
         gradients over ranks and return the global loss).
@@ -210,8 +211,9 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.elapsed = state["step"], state["seconds"]
         self.history = copy.deepcopy(state["history"])
-        best = state["best"]
-        self.best = BestState(self.model, best["value"], best["step"], best["state"])
+        best = state.get("best")
+        if best is not None:
+            self.best = BestState(self.model, best["value"], best["step"], best["state"])
 
     def offer_initial(self, record: bool = False) -> dict:
         """Evaluate the state training starts from and make it the best so far (a meaningful
@@ -265,13 +267,17 @@ class Trainer:
             if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
                 self.elapsed = clock() - t0
                 metrics = self._evaluate()
-                value = metrics[self.monitor]
                 self._record(self.step, lv, metrics)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{lv:.2e}", **{self.monitor: f"{value:.2e}"})
-                since_best = 0 if self.best.offer(value, self.step) else since_best + 1
+                    bar.set_postfix(loss=f"{lv:.2e}", **{k: f"{v:.2e}" for k, v in
+                                                         metrics.items() if v is not None})
+                if self.monitor is not None:
+                    value = metrics[self.monitor]
+                    since_best = 0 if self.best.offer(value, self.step) else since_best + 1
                 if self._on_evaluation is not None:
                     self._on_evaluation(self)
+                if self.monitor is None:
+                    continue
                 if cfg.target is not None and value <= cfg.target:
                     stopped = f"reached validation error {value:.3g} <= {cfg.target:g}"
                     break
