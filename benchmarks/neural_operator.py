@@ -44,7 +44,7 @@ from ddlearn.nn.data import Split, load_dataset
 from ddlearn.nn.model import NeuralOperator
 from ddlearn.nn.train import FitConfig, Normalizer, fit, parameter_count, predict
 from ddlearn.nn.trainer import relative_error
-from ddlearn.nn.checkpoint import load_checkpoint
+from ddlearn.nn.checkpoint import load as load_checkpoint
 
 STUDY = "neural_operator"
 MODELS = list(MIXERS) + ["fno"]

@@ -28,7 +28,7 @@ from scipy.interpolate import RegularGridInterpolator
 from ddlearn.harness import bench
 from ddlearn.harness.datasets import (ensure_dataset, fine_problem, options, sample_coefficient,
                                       solve_sample, solver_options)
-from ddlearn.nn.checkpoint import load_checkpoint
+from ddlearn.nn.checkpoint import load as load_checkpoint
 from ddlearn.nn.data import grid_coords, load_dataset
 from ddlearn.nn.model import NeuralOperator
 from ddlearn.nn.train import FitConfig, Normalizer, fit, predict

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ddlearn.nn import MIXERS
-from ddlearn.nn.checkpoint import load_checkpoint
+from ddlearn.nn.checkpoint import load as load_checkpoint
 from ddlearn.nn.data import Split, grid_coords
 from ddlearn.nn.model import NeuralOperator
 from ddlearn.nn.train import FitConfig, fit

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from .checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from . import checkpoint as ckpt_io
 from .trainer import Trainer, TrainConfig, relative_error
 
 __all__ = ["FitConfig", "Normalizer", "fit", "predict", "parameter_count"]
@@ -152,21 +152,20 @@ def fit(model, train, test, coords: np.ndarray, config: FitConfig,
 
     def after_epoch(trainer):
         if checkpoint:
-            save_checkpoint(checkpoint, model, epoch=len(history), history=history,
-                            optimizer=trainer.optimizer.state_dict(),
-                            scheduler=trainer.scheduler.state_dict(),
-                            rng=torch.get_rng_state(), normalizer=norm.state,
-                            train=asdict(config), data=describe or {})
+            ckpt_io.save(checkpoint, model.config, model.state_dict(), epoch=len(history),
+                         history=history, optimizer=trainer.optimizer.state_dict(),
+                         scheduler=trainer.scheduler.state_dict(), rng=torch.get_rng_state(),
+                         normalizer=norm.state, train=asdict(config), data=describe or {})
         if callback is not None:
             callback(history[-1])
 
     trainer = Trainer(model, settings, loss, evaluate, monitor=None,
                       desc=model.config.get("mixer", "model"), on_evaluation=after_epoch)
     if checkpoint and os.path.exists(checkpoint):
-        saved = load_checkpoint(checkpoint)
+        saved = ckpt_io.load(checkpoint)
         from_file = {"model": saved["config"], "train": saved["extra"]["train"],
                      "data": saved["extra"]["data"]}
-        check_compatible(checkpoint, from_file, wanted)
+        ckpt_io.check_compatible(checkpoint, from_file, wanted)
         history.extend(saved["extra"]["history"])
         trainer.load_state({"current_state": saved["state"],
                             "optimizer": saved["extra"]["optimizer"],
