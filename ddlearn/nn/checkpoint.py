@@ -30,8 +30,8 @@ import torch
 
 from ..decomposition.atomic import atomic_write, atomic_write_json
 
-__all__ = ["FORMAT", "VERSION", "RETIRED", "TRAINING", "save", "entries", "read", "load", "check_compatible", "file_hash",
-           "convert", "main"]
+__all__ = ["FORMAT", "VERSION", "RETIRED", "TRAINING", "save", "entries", "read", "load",
+           "check_compatible", "file_hash", "convert", "main"]
 
 FORMAT = "ddlearn-checkpoint"
 VERSION = 2

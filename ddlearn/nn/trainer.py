@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["CLOCKS", "OPTIMIZERS", "SCHEDULES", "TrainConfig", "BestState", "StopTraining", "Trainer",
-           "relative_error", "progress_bar", "cosine_schedule"]
+__all__ = ["CLOCKS", "OPTIMIZERS", "SCHEDULES", "TrainConfig", "BestState", "StopTraining",
+           "Trainer", "relative_error", "progress_bar", "cosine_schedule"]
 
 CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
 OPTIMIZERS = ("adam", "adamw")

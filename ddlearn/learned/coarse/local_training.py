@@ -258,7 +258,8 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     settings = TrainConfig(steps=cfg.iterations, lr=cfg.lr, lr_final=cfg.lr_final,
                            eval_every=cfg.eval_every, divergence=None, seed=cfg.seed,
                            progress=progress)
-    trainer = Trainer(model, settings, loss, lambda: {"validation": _evaluate(model, val, cfg, comm)},
+    trainer = Trainer(model, settings, loss,
+                      lambda: {"validation": _evaluate(model, val, cfg, comm)},
                       monitor="validation", communicate=communicate, rank=rank,
                       desc="learned coarse space", on_evaluation=checkpoint)
     if resume:
