@@ -42,9 +42,9 @@ from ddlearn.harness.fno import GridFNO, fno_matching
 from ddlearn.nn import MIXERS
 from ddlearn.nn.data import Split, load_dataset
 from ddlearn.nn.model import NeuralOperator
-from ddlearn.nn.train import (Normalizer, TrainConfig, fit, parameter_count, predict,
-                              relative_l2)
-from ddlearn.nn.checkpoint import load_checkpoint
+from ddlearn.nn.train import FitConfig, Normalizer, fit, parameter_count, predict
+from ddlearn.nn.trainer import relative_error
+from ddlearn.nn.checkpoint import load as load_checkpoint
 
 STUDY = "neural_operator"
 MODELS = list(MIXERS) + ["fno"]
@@ -110,7 +110,7 @@ def splits(data, budget):
 
 def error(model, split, coords, norm) -> float:
     pred = predict(model, split.coefficient, coords, norm)
-    return float(relative_l2(pred, torch.as_tensor(
+    return float(relative_error(pred, torch.as_tensor(
         split.solution.reshape(len(split.solution), -1))).mean())
 
 
@@ -125,7 +125,7 @@ def run_one(args, budget, run: str, model_name: str, data_name: str, seed: int, 
     torch.manual_seed(seed)
     model = build(model_name, budget, schwarz)
     model.use_mesh(data.coords)
-    config = TrainConfig(epochs=epochs, batch_size=budget["batch_size"], lr=lr,
+    config = FitConfig(epochs=epochs, batch_size=budget["batch_size"], lr=lr,
                          weight_decay=budget["weight_decay"], seed=seed)
     bench.peak_reset()
     ckpt = str(Path(args.out) / "checkpoints" / f"{run}.pt")

@@ -11,7 +11,8 @@ from ddlearn.learned.operators.data import make_splits
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
 from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.decomposition.problems import Poisson1D
-from ddlearn.learned.operators.training import TrainConfig, train
+from ddlearn.learned.operators.training import train
+from ddlearn.nn.trainer import TrainConfig
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD

@@ -11,7 +11,8 @@ from ddlearn.learned.operators import checkpoint
 from ddlearn.nn.operators import GlobalAttention, SchwarzAttention
 from ddlearn.decomposition.problems import Poisson1D, Poisson2D, make_problem
 from ddlearn.learned.operators.data import fourier_rhs, make_splits
-from ddlearn.learned.operators.training import TrainConfig, evaluate, train
+from ddlearn.learned.operators.training import evaluate, train
+from ddlearn.nn.trainer import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +137,41 @@ def test_fit_scale_gives_the_least_squares_size():
         # alpha is the minimiser of ||alpha M f - u||: nudging it either way does worse
         err = lambda a: float(((a * before - data.U) ** 2).sum())  # noqa: E731
         assert err(alpha) <= min(err(1.01 * alpha), err(0.99 * alpha), err(1.0))
+
+
+def test_checkpoint_config_must_be_plain(tmp_path):
+    """A config holding a callable could not be read back with weights_only: refused at save
+    time, nothing written."""
+    from ddlearn.nn import checkpoint as nn_checkpoint
+
+    path = str(tmp_path / "m.pt")
+    with pytest.raises(ValueError, match=r"model config\['activation'\].*name"):
+        nn_checkpoint.save(path, {"kind": "x", "activation": torch.nn.functional.gelu}, {})
+    assert os.listdir(tmp_path) == []
+
+
+def test_retired_checkpoint_is_refused_then_converted(small, tmp_path):
+    """A checkpoint of the retired layout is refused with the command that converts it and
+    nothing is written; the command converts it once (its record's SHA-256 follows)."""
+    import json
+
+    from ddlearn.nn import checkpoint as nn_checkpoint
+
+    p, s = small
+    m = SchwarzAttention((63,), 4, 2, 3, seed=2)
+    path = str(tmp_path / "old.pt")
+    torch.save({"format": "ddlearn-checkpoint", "version": 1, "config": m.config,
+                "state": m.state_dict(), "problem": p.describe(), "step": 7}, path)
+    with open(path + ".json", "w") as f:
+        json.dump({"sha256": nn_checkpoint.file_hash(path), "bytes": os.path.getsize(path)}, f)
+    before = {f: open(tmp_path / f, "rb").read() for f in os.listdir(tmp_path)}
+    with pytest.raises(ValueError, match=f"python -m ddlearn.nn.checkpoint convert {path}"):
+        checkpoint.load(path, problem=p.describe())
+    assert {f: open(tmp_path / f, "rb").read() for f in os.listdir(tmp_path)} == before
+    nn_checkpoint.main(["convert", path])
+    loaded, ck = checkpoint.load(path, problem=p.describe())
+    assert ck["step"] == 7 and torch.equal(loaded(s.test.F[:3]), m(s.test.F[:3]))
+    record = json.load(open(path + ".json"))
+    assert record["sha256"] == nn_checkpoint.file_hash(path)
+    assert record["bytes"] == os.path.getsize(path)
+    assert nn_checkpoint.convert(path) is False  # already current

@@ -27,7 +27,8 @@ from ddlearn.learned.operators.data import make_splits
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, PetscExactSolver
 from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner
 from ddlearn.decomposition.timing import Timer
-from ddlearn.learned.operators.training import TrainConfig, fit_scale, train
+from ddlearn.learned.operators.training import fit_scale, train
+from ddlearn.nn.trainer import TrainConfig
 
 __all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
 

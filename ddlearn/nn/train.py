@@ -7,8 +7,9 @@ The loss of a batch is the mean over samples of
 
 on the normalised scale the model predicts: inputs :math:`\log a` and targets :math:`u` are
 shifted and scaled by their training-set means and standard deviations (one scalar each, so
-that a model runs on another resolution of the same problem). :func:`relative_l2` measures the
-same error in physical units.
+that a model runs on another resolution of the same problem).
+:func:`ddlearn.nn.trainer.relative_error` measures the same error in physical units. The loop is
+:class:`ddlearn.nn.trainer.Trainer`'s.
 """
 from __future__ import annotations
 
@@ -19,18 +20,19 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from .checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from . import checkpoint as ckpt_io
+from .trainer import Trainer, TrainConfig, relative_error
 
-__all__ = ["TrainConfig", "Normalizer", "fit", "predict", "relative_l2", "parameter_count"]
+__all__ = ["FitConfig", "Normalizer", "fit", "predict", "parameter_count"]
 
 
 @dataclass
-class TrainConfig:
-    """Optimiser and budget: ``epochs`` passes over the training set in batches of
-    ``batch_size``; AdamW (``lr`` the one-cycle peak, ``weight_decay``); gradients clipped to
-    norm ``clip``; ``seed`` fixes initialisation and shuffling."""
+class FitConfig:
+    """Optimiser and budget of :func:`fit`, in epochs: ``epochs`` passes over the training set
+    in batches of ``batch_size``; AdamW (``lr`` the one-cycle peak, ``weight_decay``); gradients
+    clipped to norm ``clip``; ``seed`` fixes initialisation and shuffling (run as the
+    :class:`~ddlearn.nn.trainer.TrainConfig` of one step per batch)."""
 
     epochs: int = 20
     batch_size: int = 8
@@ -75,12 +77,6 @@ def parameter_count(module: torch.nn.Module) -> int:
     return sum(p.numel() * (2 if p.is_complex() else 1) for p in module.parameters())
 
 
-def relative_l2(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Per-sample :math:`\\|p - u\\|_2 / \\|u\\|_2` over all but the first axis."""
-    dims = tuple(range(1, target.dim()))
-    return (pred - target).square().sum(dims).sqrt() / target.square().sum(dims).sqrt()
-
-
 def _fields(x: np.ndarray) -> np.ndarray:
     """``[S, *grid]`` -> ``[S, T, 1]``."""
     return x.reshape(len(x), -1, 1)
@@ -99,7 +95,7 @@ def predict(model, coefficient: np.ndarray, coords: np.ndarray, norm: Normalizer
     return torch.cat(out)
 
 
-def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
+def fit(model, train, test, coords: np.ndarray, config: FitConfig,
         checkpoint: str | None = None, progress: bool = True, log_input: bool = True,
         eval_every: int = 1, describe: dict | None = None, callback=None) -> dict:
     """Train ``model`` (``model(fields [B, T, 1], coords [T, dim])``) on ``train`` (``.coefficient``
@@ -126,50 +122,58 @@ def fit(model, train, test, coords: np.ndarray, config: TrainConfig,
     a = norm.inputs(_fields(train.coefficient)).to(dtype)
     u = norm.targets(_fields(train.solution)).to(dtype)
     c = torch.as_tensor(coords, dtype=dtype)
-    steps = math.ceil(len(a) / config.batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=config.lr,
-                                                total_steps=config.epochs * steps)
+    per_epoch = math.ceil(len(a) / config.batch_size)
+    settings = TrainConfig(steps=config.epochs * per_epoch, batch_size=config.batch_size,
+                           lr=config.lr, optimizer="adamw", weight_decay=config.weight_decay,
+                           schedule="one-cycle", clip=config.clip, eval_every=per_epoch,
+                           divergence=None, seed=config.seed, progress=progress)
     wanted = {"model": model.config, "train": asdict(config), "data": describe or {}}
-    history, start = [], 0
-    if checkpoint and os.path.exists(checkpoint):
-        saved = load_checkpoint(checkpoint)
-        from_file = {"model": saved["config"], "train": saved["extra"]["train"],
-                     "data": saved["extra"]["data"]}
-        check_compatible(checkpoint, from_file, wanted)
-        model.load_state_dict(saved["state"])
-        opt.load_state_dict(saved["extra"]["optimizer"])
-        sched.load_state_dict(saved["extra"]["scheduler"])
-        history, start = saved["extra"]["history"], saved["extra"]["epoch"]
-        torch.set_rng_state(saved["extra"]["rng"])
-    bar = tqdm(range(start, config.epochs), initial=start, total=config.epochs,
-               disable=not progress, desc=model.config.get("mixer", "model"), leave=False)
-    for epoch in bar:
-        model.train()
-        t0, total = time.perf_counter(), 0.0
-        for b in torch.randperm(len(a)).split(config.batch_size):
-            loss = relative_l2(model(a[b], c), u[b]).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-            opt.step()
-            sched.step()
-            total += loss.item() * len(b)
-        entry = {"epoch": epoch + 1, "loss": total / len(a),
-                 "seconds": time.perf_counter() - t0}
-        if (epoch + 1) % eval_every == 0 or epoch + 1 == config.epochs:
+    history, epoch = [], {"batches": [], "total": 0.0, "start": 0.0}
+
+    def loss(step):
+        if step % per_epoch == 0:  # a new epoch: a new shuffle of the training set
+            model.train()
+            epoch.update(batches=torch.randperm(len(a)).split(config.batch_size), total=0.0,
+                         start=time.perf_counter())
+        b = epoch["batches"][step % per_epoch]
+        value = relative_error(model(a[b], c), u[b]).mean()
+        epoch["total"] += value.item() * len(b)
+        return value
+
+    def evaluate():
+        entry = {"epoch": len(history) + 1, "loss": epoch["total"] / len(a),
+                 "seconds": time.perf_counter() - epoch["start"]}
+        if entry["epoch"] % eval_every == 0 or entry["epoch"] == config.epochs:
             pred = predict(model, test.coefficient, coords, norm)
-            entry["test_error"] = float(relative_l2(pred, torch.as_tensor(
+            entry["test_error"] = float(relative_error(pred, torch.as_tensor(
                 test.solution.reshape(len(test.solution), -1))).mean())
         history.append(entry)
-        bar.set_postfix(loss=f"{entry['loss']:.3g}", test=entry.get("test_error"))
+        return {"loss": entry["loss"], "test": entry.get("test_error")}
+
+    def after_epoch(trainer):
         if checkpoint:
-            save_checkpoint(checkpoint, model, epoch=epoch + 1, history=history,
-                            optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                            rng=torch.get_rng_state(), normalizer=norm.state,
-                            train=asdict(config), data=describe or {})
+            ckpt_io.save(checkpoint, model.config, model.state_dict(), epoch=len(history),
+                         history=history, optimizer=trainer.optimizer.state_dict(),
+                         scheduler=trainer.scheduler.state_dict(), rng=torch.get_rng_state(),
+                         normalizer=norm.state, train=asdict(config), data=describe or {})
         if callback is not None:
-            callback(entry)
+            callback(history[-1])
+
+    trainer = Trainer(model, settings, loss, evaluate, monitor=None,
+                      desc=model.config.get("mixer", "model"), on_evaluation=after_epoch)
+    if checkpoint and os.path.exists(checkpoint):
+        saved = ckpt_io.load(checkpoint)
+        from_file = {"model": saved["config"], "train": saved["extra"]["train"],
+                     "data": saved["extra"]["data"]}
+        ckpt_io.check_compatible(checkpoint, from_file, wanted)
+        history.extend(saved["extra"]["history"])
+        trainer.load_state({"current_state": saved["state"],
+                            "optimizer": saved["extra"]["optimizer"],
+                            "scheduler": saved["extra"]["scheduler"],
+                            "step": saved["extra"]["epoch"] * per_epoch, "history": {},
+                            "seconds": 0.0})
+        torch.set_rng_state(saved["extra"]["rng"])
+    trainer.run()
     return {"history": history, "test_error": history[-1].get("test_error"),
             "seconds_per_epoch": float(np.median([h["seconds"] for h in history]))
             if history else None,

@@ -20,9 +20,9 @@ by ``F``. Validation is the mean over all subdomains of all validation fields, s
 way. The result therefore does not depend on the number of ranks beyond round-off (summation
 order).
 
-Optimisation: Adam with a cosine learning-rate schedule on :func:`.refinement.ritz_loss`;
-the best validation state is kept (:class:`.common.BestState`), checkpoints are atomic and a
-run resumes from its checkpoint. The command line (:func:`main`) never overwrites an existing
+Optimisation: :class:`ddlearn.nn.trainer.Trainer` (Adam with a cosine learning-rate schedule)
+on :func:`.refinement.ritz_loss`, the ranks' gradients summed by its communication hook; the
+best validation state is kept, checkpoints are atomic and a run resumes from its checkpoint. The command line (:func:`main`) never overwrites an existing
 model without ``--force``.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ...classical.coarse.spectral import PENCILS, SpectralSettings, local_eigenv
 from ...decomposition import Decomposition
 from ...decomposition.problems import family_problem_name, make_problem
 from ...decomposition.timing import Timer
-from ..common import BestState, cosine_schedule, progress_bar
+from ...nn.trainer import Trainer, TrainConfig
 from .model_file import PRETRAINED, load_model, save_model, update_record
 from .network import KIND, LocalCoarseNet
 from .patches import PatchBatch, input_statistics, max_row_entries
@@ -169,6 +169,17 @@ def _evaluate(model, fields, cfg, comm) -> float:
     return comm.allreduce(local) / max(count, 1)
 
 
+def _entries(curves: dict) -> list[dict]:
+    """The trainer's curves (a list per quantity) as one entry per evaluation."""
+    return [dict(zip(curves, values)) for values in zip(*curves.values())]
+
+
+def _curves(entries: list[dict]) -> dict:
+    """One entry per evaluation as a list per quantity (the inverse of :func:`_entries`)."""
+    keys = ("step", "train_loss", "validation", "seconds")
+    return {k: [e[k] for e in entries] for k in keys} if entries else {}
+
+
 def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
                        resume: bool = True, progress: bool = True,
                        until: int | None = None) -> dict:
@@ -207,10 +218,50 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
                              f"not {model.config}: give matching --vectors, --hidden, --layers, "
                              f"--seed")
         model.load_state_dict(start_from.state_dict())
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(cfg.lr, cfg.lr_final,
-                                                                   cfg.iterations))
-    start, history, train_s = 0, [], 0.0
+    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": size,
+            "fields": comm.allreduce(len(train)),
+            "samples": comm.allreduce(sum(len(b) for b, _ in train.values())),
+            "validation_samples": comm.allreduce(sum(len(b) for b, _ in val.values())),
+            "input_statistics": _statistics([b for b, _ in (*train.values(), *val.values())],
+                                            comm),
+            "stencil": max_row_entries(family_problem(cfg.families[0], cfg.n, cfg.dim,
+                                                      seed=0).matrix())}
+
+    def loss(step):
+        # the batch depends on the seed and the step only: the same on any number of ranks,
+        # and a resumed run repeats the same steps; this rank takes positions rank, rank + P, ...
+        total = torch.zeros((), dtype=torch.float64, requires_grad=True)
+        for field in step_fields(cfg, step)[rank::size]:
+            batch, exact = train[field]
+            total = total + ritz_loss(batch, model(batch), exact, cfg.steps, cfg.k)
+        return total
+
+    def communicate(params, local):
+        """Sum the gradients and losses of the step's fields over the ranks, divided by F."""
+        for p in params:
+            if p.grad is None:  # no field of this step on this rank
+                p.grad = torch.zeros_like(p)
+        grads = [p.grad for p in params]
+        _allreduce_(grads, comm)
+        for g in grads:
+            g /= F
+        return comm.allreduce(local) / F
+
+    def checkpoint(trainer):
+        if rank == 0:
+            save_model(path + ".last", model, meta, optimizer=trainer.optimizer.state_dict(),
+                       scheduler=trainer.scheduler.state_dict(), step=trainer.step,
+                       history=_entries(trainer.history), train_s=trainer.elapsed,
+                       train_config=asdict(cfg))
+        comm.Barrier()
+
+    settings = TrainConfig(steps=cfg.iterations, lr=cfg.lr, lr_final=cfg.lr_final,
+                           eval_every=cfg.eval_every, divergence=None, seed=cfg.seed,
+                           progress=progress)
+    trainer = Trainer(model, settings, loss,
+                      lambda: {"validation": _evaluate(model, val, cfg, comm)},
+                      monitor="validation", communicate=communicate, rank=rank,
+                      desc="learned coarse space", on_evaluation=checkpoint)
     if resume:
         try:
             saved, _, extra = load_model(path + ".last")
@@ -222,61 +273,19 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
                 print(f"not resuming from the damaged checkpoint {path}.last ({e}); starting "
                       f"from step 0", file=sys.stderr)
         if extra is not None and extra.get("train_config") == asdict(cfg):
-            model.load_state_dict(saved.state_dict())
-            opt.load_state_dict(extra["optimizer"])
-            sched.load_state_dict(extra["scheduler"])
-            start, history, train_s = extra["step"], extra["history"], extra["train_s"]
-    best = BestState(model, _evaluate(model, val, cfg, comm), start)
-    bar = progress_bar(progress, cfg.iterations, "learned coarse space", comm, initial=start)
-    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": size,
-            "fields": comm.allreduce(len(train)),
-            "samples": comm.allreduce(sum(len(b) for b, _ in train.values())),
-            "validation_samples": comm.allreduce(sum(len(b) for b, _ in val.values())),
-            "input_statistics": _statistics([b for b, _ in (*train.values(), *val.values())],
-                                            comm),
-            "stencil": max_row_entries(family_problem(cfg.families[0], cfg.n, cfg.dim,
-                                                      seed=0).matrix())}
-    params = list(model.parameters())
-    for step in range(start, min(cfg.iterations, until or cfg.iterations)):
-        step_timer = Timer()
-        # the batch depends on the seed and the step only: the same on any number of ranks,
-        # and a resumed run repeats the same steps; this rank takes positions rank, rank + P, ...
-        opt.zero_grad()
-        local = 0.0
-        for field in step_fields(cfg, step)[rank::size]:
-            batch, exact = train[field]
-            loss = ritz_loss(batch, model(batch), exact, cfg.steps, cfg.k)
-            loss.backward()  # accumulates the sum over this rank's fields
-            local += float(loss.detach())
-        for p in params:
-            if p.grad is None:  # no field of this step on this rank
-                p.grad = torch.zeros_like(p)
-        grads = [p.grad for p in params]
-        _allreduce_(grads, comm)
-        for g in grads:
-            g /= F
-        train_loss = comm.allreduce(local) / F
-        opt.step()
-        sched.step()
-        step_timer.lap("step_s")
-        train_s += step_timer.slowest(comm)["step_s"]
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{train_loss:.3g}", best=f"{best.value:.3g}")
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.iterations:
-            value = _evaluate(model, val, cfg, comm)
-            history.append({"step": step + 1, "train_loss": train_loss, "validation": value,
-                            "seconds": train_s})
-            best.offer(value, step + 1)
-            if rank == 0:
-                save_model(path + ".last", model, meta, optimizer=opt.state_dict(),
-                           scheduler=sched.state_dict(), step=step + 1, history=history,
-                           train_s=train_s, train_config=asdict(cfg))
-            comm.Barrier()
-    if bar is not None:
-        bar.close()
+            trainer.load_state({"current_state": saved.state_dict(),
+                                "optimizer": extra["optimizer"], "scheduler": extra["scheduler"],
+                                "step": extra["step"], "history": _curves(extra["history"]),
+                                "seconds": extra["train_s"], "best": {
+                                    "state": saved.state_dict(), "value": float("inf"),
+                                    "step": extra["step"]}})
+    trainer.offer_initial()  # the state training starts from competes for the best
+    trainer.run(until or None)
+    history = _entries(trainer.history)
+    train_s = comm.allreduce(trainer.elapsed, op=MPI.MAX)
     if until is not None and until < cfg.iterations:
         return {**meta, "step": until, "history": history}
+    best = trainer.best
     best.restore()
     record = {**meta, "data_s": data_s, "train_s": train_s, "best_step": best.step,
               "best_validation": best.value, "history": history}

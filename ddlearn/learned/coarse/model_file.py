@@ -8,21 +8,16 @@ command in a record, with ``--force``, remakes its model in place).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
-import torch
-
-from ...decomposition.atomic import atomic_write, atomic_write_json
-from ..common import read_payload
+from ...decomposition.atomic import atomic_write_json
+from ...nn import checkpoint as nn_checkpoint
+from ...nn.checkpoint import file_hash
 from .network import KIND, LocalCoarseNet
 
-__all__ = ["FORMAT_VERSION", "PRETRAINED", "model_hash", "save_model", "update_record",
-           "load_model"]
+__all__ = ["PRETRAINED", "save_model", "update_record", "load_model"]
 
-#: the version of the model file's format this ddlearn writes and reads
-FORMAT_VERSION = 1
 #: the model shipped with ddlearn (the command in its record ``PRETRAINED + '.json'``, with
 #: ``--force``, remakes it in place)
 PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretrained",
@@ -36,22 +31,13 @@ def _fix(path: str) -> str:
             f"its record {path}.json together")
 
 
-def model_hash(path: str) -> str:
-    """SHA-256 of a model file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def save_model(path: str, model: LocalCoarseNet, meta: dict, **extra) -> None:
-    """Write the model (config, parameters, training metadata) atomically to ``path`` and its
-    record (SHA-256, size in bytes, config, metadata) to ``path + '.json'``."""
-    payload = {"format": KIND, "version": FORMAT_VERSION, "config": model.config,
-               "state": model.state_dict(), "meta": meta, **extra}
-    atomic_write(path, lambda f: torch.save(payload, f))
-    record = {"sha256": model_hash(path), "bytes": os.path.getsize(path), "config": model.config,
+    """Write the model (config, parameters, the training record ``meta`` and ``extra``, e.g.
+    the state a run resumes from) atomically to ``path`` in the one checkpoint format
+    (:mod:`ddlearn.nn.checkpoint`) and its record (SHA-256, size in bytes, config, metadata) to
+    ``path + '.json'``."""
+    nn_checkpoint.save(path, model.config, model.state_dict(), record=meta, **extra)
+    record = {"sha256": file_hash(path), "bytes": os.path.getsize(path), "config": model.config,
               **meta}
     atomic_write_json(path + ".json", record)
 
@@ -103,7 +89,8 @@ def load_model(path: str):
     ValueError
         When the record is missing or unreadable, the file does not match the recorded
         SHA-256 (modified or truncated), or it is not a learned coarse-space model of this
-        format version; the message names the file and how to fix it.
+        format version (a retired format: naming the command that converts it); the message
+        names the file and how to fix it.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no learned coarse-space model at {path}")
@@ -113,14 +100,15 @@ def load_model(path: str):
         raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: it has "
                          f"{size} bytes, the record says {recorded_size} (the file was "
                          f"truncated or modified): {_fix(path)}")
-    if record["sha256"] != model_hash(path):
+    if record["sha256"] != file_hash(path):
         raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
                          f"file was modified or truncated: {_fix(path)}")
-    payload = read_payload(path, KIND, FORMAT_VERSION, "learned coarse-space model")
+    payload = nn_checkpoint.read(path, "learned coarse-space model")
     config = dict(payload["config"])
-    config.pop("kind")
+    if config.pop("kind", None) != KIND:
+        raise ValueError(f"{path} is a checkpoint of a {payload['config'].get('kind')!r} model, "
+                         f"not a learned coarse-space model ({KIND})")
     model = LocalCoarseNet(**config)
     model.load_state_dict(payload["state"])
-    extra = {k: v for k, v in payload.items()
-             if k not in ("format", "version", "config", "state", "meta")}
-    return model, payload["meta"], extra
+    extra = nn_checkpoint.entries(payload)
+    return model, extra.pop("record"), extra

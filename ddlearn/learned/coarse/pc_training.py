@@ -37,7 +37,7 @@ from ...classical.overlapping import asm_pc
 from ...classical.twolevel import TwoLevelSchwarz
 from ...decomposition.timing import Timer
 from .basis import LearnedBasis, petsc_basis
-from ..common import BestState, progress_bar
+from ...nn.trainer import StopTraining, Trainer, TrainConfig
 
 __all__ = ["PCTrainConfig", "PCTrainResult", "CombinedMethod", "held_out_rhs",
            "held_out_iterations", "train_preconditioner"]
@@ -207,57 +207,46 @@ def train_preconditioner(basis: LearnedBasis, layout, A: PETSc.Mat,
     method = CombinedMethod(basis, layout, A)
     rows = layout.local_natural()
     gen = np.random.default_rng(cfg.seed)
-    # omega moves a whole smoothing step per unit; Q_i, K_i are entries of small corrections
-    opt = torch.optim.Adam([{"params": list(basis.S.parameters()), "lr": cfg.lr},
-                            {"params": [basis.omega], "lr": cfg.lr_smoothing}])
     dtype = basis.Phi_rows.dtype
     timer = Timer()
+    size = mpi.Get_size()
 
-    def evaluate():
-        return float(np.mean(held_out_iterations(basis, layout, A, rhs, cfg.rtol)))
+    def loss(step):
+        xstar = torch.from_numpy(gen.standard_normal((cfg.batch, layout.n))[:, rows])
+        try:
+            value = method.cg_loss(xstar.to(dtype), cg_steps, cfg.objective)
+        except torch.linalg.LinAlgError:
+            # A_0 is replicated bit-identically, so every rank fails together.
+            raise StopTraining(f"coarse matrix lost positive definiteness at step {step + 1}; "
+                               f"best state kept") from None
+        return value / size  # see shared_sum: the replicated loss's gradient is summed
 
+    def iterations():
+        return {"iterations": float(np.mean(held_out_iterations(basis, layout, A, rhs,
+                                                                cfg.rtol)))}
+
+    # omega moves a whole smoothing step per unit; Q_i, K_i are entries of small corrections
+    settings = TrainConfig(steps=cfg.steps, lr=cfg.lr, lr_final=cfg.lr, schedule="constant",
+                           eval_every=cfg.eval_every,
+                           divergence=math.inf, seed=cfg.seed, progress=cfg.progress)
+    trainer = Trainer(basis, settings, loss, iterations, monitor="iterations",
+                      communicate=lambda params, value: value * size,
+                      params=[{"params": list(basis.S.parameters()), "lr": cfg.lr},
+                              {"params": [basis.omega], "lr": cfg.lr_smoothing}],
+                      rank=mpi.Get_rank(), desc="training the learned preconditioner")
     try:
-        initial = evaluate()
+        initial = trainer.offer_initial(record=True)["iterations"]
         cg_steps = cfg.cg_steps or max(2, int(round(0.6 * initial)))
-        best = BestState(basis, initial)
-        hist = {"step": [0], "loss": [math.nan], "iterations": [initial]}
-        bar = progress_bar(cfg.progress, cfg.steps, "training the learned preconditioner", mpi)
-        if bar is not None:
-            bar.set_postfix(cg_its=f"{initial:g}")
-        stopped, step = "steps", 0
-        while step < cfg.steps:
-            xstar = torch.from_numpy(gen.standard_normal((cfg.batch, layout.n))[:, rows])
-            try:
-                loss = method.cg_loss(xstar.to(dtype), cg_steps, cfg.objective)
-            except torch.linalg.LinAlgError:
-                # A_0 is replicated bit-identically, so every rank fails together.
-                stopped = f"coarse matrix lost positive definiteness at step {step + 1}; best state kept"
-                break
-            lv = float(loss.detach())
-            if not math.isfinite(lv):
-                stopped = f"loss not finite at step {step + 1}; best state kept"
-                break
-            opt.zero_grad(set_to_none=True)
-            (loss / mpi.Get_size()).backward()  # see shared_sum
-            opt.step()
-            step += 1
-            if bar is not None:
-                bar.update(1)
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                its = evaluate()
-                for key, v in zip(("step", "loss", "iterations"), (step, lv, its)):
-                    hist[key].append(v)
-                best.offer(its, step)
-                if bar is not None:
-                    bar.set_postfix(loss=f"{lv:.2f}", cg_its=f"{its:g}", best=f"{best.value:g}")
-        if bar is not None:
-            bar.close()
-        best.restore()
+        stopped = trainer.run()
+        trainer.restore_best()
         timer.lap("train_s")
         seconds = timer.slowest(mpi)["train_s"]
-        return PCTrainResult(initial_iterations=initial, best_iterations=best.value,
-                             best_step=best.step, steps=step, cg_steps=cg_steps,
-                             seconds=seconds, stopped=stopped, history=hist)
+        hist = trainer.history
+        return PCTrainResult(initial_iterations=initial, best_iterations=trainer.best.value,
+                             best_step=trainer.best.step, steps=trainer.step, cg_steps=cg_steps,
+                             seconds=seconds, stopped=stopped,
+                             history={"step": hist["step"], "loss": hist["train_loss"],
+                                      "iterations": hist["iterations"]})
     finally:
         method.destroy()
         for b in rhs:

@@ -1,10 +1,7 @@
-"""Checkpoints that rebuild their model: construction metadata + parameters, written atomically.
-
-A checkpoint is one ``torch.save`` file holding ``format``, ``version``, the model's ``config``
-(kind, grid or n, N, overlap, ranks, coarse space, dtype, seed), its ``state``, the ``problem`` it
-was trained on and any extra entries (optimizer and scheduler state, step, history, data
-settings). It is written to a temporary file in the target directory, flushed to disk and then
-renamed over the target, so a crash mid-write leaves the previous checkpoint intact.
+"""Checkpoints of the operator-learning models that rebuild their model, in the one format of
+:mod:`ddlearn.nn.checkpoint`: the model's ``config`` (kind, grid or n, N, overlap, ranks, coarse
+space, dtype, seed), its ``state``, the ``problem`` it was trained on and any extra entries
+(optimizer and scheduler state, step, history, data settings), written atomically.
 """
 from __future__ import annotations
 
@@ -12,14 +9,10 @@ import os
 
 import torch
 
-from ...decomposition.atomic import atomic_write
-from ..common import read_payload
+from ...nn import checkpoint as nn_checkpoint
 from ...nn.registry import MODELS
 
-__all__ = ["save", "load", "build_model", "architecture", "FORMAT", "VERSION"]
-
-FORMAT = "ddlearn-checkpoint"
-VERSION = 1
+__all__ = ["save", "load", "build_model", "architecture"]
 
 
 def architecture(config: dict) -> dict:
@@ -38,11 +31,12 @@ def build_model(config: dict) -> torch.nn.Module:
     return MODELS[kind](**args)
 
 
-def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, **extra) -> None:
-    """Write ``model`` (config + parameters) and ``extra`` entries to ``path`` atomically."""
-    payload = {"format": FORMAT, "version": VERSION, "config": model.config,
-               "state": model.state_dict(), "problem": problem, **extra}
-    atomic_write(path, lambda f: torch.save(payload, f))
+def save(path: str, model: torch.nn.Module, *, problem: dict | None = None, state=None,
+         **extra) -> None:
+    """Write ``model`` (config + parameters, or the parameters ``state`` of the same model,
+    e.g. its best state) and ``extra`` entries to ``path`` atomically."""
+    nn_checkpoint.save(path, model.config, model.state_dict() if state is None else state,
+                       problem=problem, **extra)
 
 
 def _mismatch(what, saved, wanted, path):
@@ -51,7 +45,8 @@ def _mismatch(what, saved, wanted, path):
 
 
 def load(path: str, *, problem: dict | None = None, expect: dict | None = None):
-    """Rebuild the model stored at ``path``; returns ``(model, checkpoint_dict)``.
+    """Rebuild the model stored at ``path``; returns ``(model, checkpoint_dict)`` (``config``,
+    ``state`` and the entries it was saved with).
 
     Parameters
     ----------
@@ -68,7 +63,8 @@ def load(path: str, *, problem: dict | None = None, expect: dict | None = None):
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}")
-    ckpt = read_payload(path, FORMAT, VERSION, "ddlearn checkpoint")
+    saved = nn_checkpoint.load(path)
+    ckpt = {"config": saved["config"], "state": saved["state"], **saved["extra"]}
     saved = ckpt.get("problem") or {}
     if problem is not None:
         for key in ("name", "grid"):

@@ -19,7 +19,8 @@ are measurements.
 from __future__ import annotations
 
 from .data_init import data_init
-from .training import CLOCKS, TrainConfig, evaluate, train
+from ...nn.trainer import CLOCKS, TrainConfig
+from .training import evaluate, train
 
 __all__ = ["budget_run", "lr_sweep", "budget_ladder"]
 
@@ -30,7 +31,7 @@ def budget_run(factory, splits, budget: int, lr: float, *, seed: int = 0, init: 
     :func:`~ddlearn.learned.operators.data_init.data_init`, then ``budget`` steps of Adam (cosine schedule
     from ``lr`` to ``lr/100``) with ``evaluations`` evenly spaced validation checks; the
     best-validation state is kept. ``clock``: ``"process"`` or ``"wall"``
-    (:class:`~ddlearn.learned.operators.training.TrainConfig`).
+    (:class:`~ddlearn.nn.trainer.TrainConfig`).
 
     Returns ``budget, lr, seed, params, val_error, test_error, init_s, seconds`` (``seconds``:
     initialisation plus training, evaluations included) and ``steps_per_s``."""

@@ -1,61 +1,20 @@
-r"""Training a learned operator on ``(f, u)`` pairs: Adam, cosine learning-rate schedule,
-relative :math:`L^2` loss :math:`\frac1B\sum_b \|M f_b - u_b\|/\|u_b\|`, validation curve, early
-stopping, divergence detection, checkpoints and resume.
+r"""Training a learned operator on ``(f, u)`` pairs with :class:`ddlearn.nn.trainer.Trainer`:
+Adam, cosine learning-rate schedule, relative :math:`L^2` loss
+:math:`\frac1B\sum_b \|M f_b - u_b\|/\|u_b\|`, validation curve, early stopping, divergence
+detection, checkpoints and resume (settings :class:`ddlearn.nn.trainer.TrainConfig`).
 """
 from __future__ import annotations
 
-import copy
 import math
-import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..common import BestState, cosine_schedule, progress_bar
+from ...nn.trainer import Trainer, TrainConfig, relative_error
 from . import checkpoint as ckpt_io
 from ...nn.comm import allreduce_sum
 
-CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
-
-__all__ = ["TrainConfig", "History", "TrainResult", "relative_error", "fit_scale", "evaluate",
-           "train"]
-
-
-@dataclass
-class TrainConfig:
-    r"""Optimisation settings.
-
-    ``patience``: stop after this many evaluations without a better validation error.
-    ``target``: stop once the validation error is at or below it. ``divergence``: a training
-    loss that is not finite or exceeds ``divergence`` times :math:`\max(\ell_1, 1)` (the first
-    loss, or 1, the relative error of the zero operator, whichever is larger, so that the early
-    noise of a good, data-aware initialisation does not count as divergence) stops training and
-    restores the best state. ``clock``: ``"wall"`` (:func:`time.perf_counter`) or ``"process"``
-    (:func:`time.process_time`, the CPU seconds of this process: the measure to use on a
-    machine shared with other jobs) for the recorded seconds.
-    """
-
-    steps: int = 2000
-    batch_size: int = 64
-    lr: float = 1e-2
-    lr_final: float = 1e-4
-    eval_every: int = 20
-    patience: int | None = None
-    target: float | None = None
-    divergence: float = 1e3
-    seed: int = 0
-    progress: bool = True
-    checkpoint: str | None = None
-    checkpoint_every: int = 0
-    clock: str = "wall"
-
-    def __post_init__(self):
-        if self.steps < 1 or self.batch_size < 1 or self.eval_every < 1:
-            raise ValueError("steps, batch_size and eval_every must be positive")
-        if not (self.lr > 0 and self.lr_final > 0):
-            raise ValueError("learning rates must be positive")
-        if self.clock not in CLOCKS:
-            raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {self.clock!r}")
+__all__ = ["History", "TrainResult", "fit_scale", "evaluate", "train"]
 
 
 @dataclass
@@ -88,18 +47,6 @@ class TrainResult:
     steps: int
 
 
-def relative_error(pred: torch.Tensor, target: torch.Tensor, comm=None) -> torch.Tensor:
-    r"""Mean relative :math:`L^2` error over the batch, :math:`\frac1B\sum_b\|p_b-t_b\|/\|t_b\|`.
-
-    With ``comm`` the rows of each sample are spread over the ranks: the squared norms are
-    summed across ranks (differentiably) and every rank gets the same global value.
-    """
-    sq = torch.stack([((pred - target) ** 2).sum(dim=-1), (target ** 2).sum(dim=-1)])
-    if comm is not None:
-        sq = allreduce_sum(sq, comm)
-    return torch.sqrt(sq[0] / sq[1]).mean()
-
-
 @torch.no_grad()
 def fit_scale(model, data, comm=None) -> float:
     r"""Rescale a Schwarz-attention model so that its output has the least-squares size of the
@@ -130,13 +77,15 @@ def evaluate(model, data, batch: int = 512, comm=None) -> float:
     total = 0.0
     for s in range(0, len(data), batch):
         F, U = data.F[s:s + batch], data.U[s:s + batch]
-        total += float(relative_error(model(F), U, comm)) * F.shape[0]
+        total += float(relative_error(model(F), U, _reduce(comm)).mean()) * F.shape[0]
     return total / len(data)
 
 
 def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None = None,
           resume: str | None = None, until: int | None = None, comm=None) -> TrainResult:
-    """Train ``model`` on ``splits`` and leave it in its best-validation state.
+    """Train ``model`` on ``splits`` and leave it in its best-validation state
+    (:class:`ddlearn.nn.trainer.Trainer`: Adam, cosine schedule, loss :func:`relative_error` of
+    batches of ``cfg.batch_size`` drawn from a generator seeded with ``cfg.seed``).
 
     ``resume`` continues from a checkpoint written by this function (same model configuration),
     restoring the current parameters, optimizer, schedule, sampler state, step and history, so
@@ -157,80 +106,54 @@ def train(model, splits, cfg: TrainConfig | None = None, *, problem: dict | None
                          "call the distributed model's save(path), which any rank count loads")
     dtype = next(model.parameters()).dtype
     train_set, val_set, test_set = (d.to(dtype) for d in (splits.train, splits.val, splits.test))
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(cfg.lr, cfg.lr_final, cfg.steps))
     gen = torch.Generator().manual_seed(cfg.seed)
-    hist, step, elapsed = History(), 0, 0.0
+    reduce = _reduce(comm)
+
+    def loss(step):
+        idx = torch.randint(len(train_set), (cfg.batch_size,), generator=gen)
+        return relative_error(model(train_set.F[idx]), train_set.U[idx], reduce).mean()
+
+    def metrics():
+        return {"val_error": evaluate(model, val_set, comm=comm),
+                "test_error": evaluate(model, test_set, comm=comm)}
+
+    def save(trainer):
+        state = trainer.state()
+        ckpt_io.save(cfg.checkpoint, model, state=trainer.best.state,
+                     problem=problem,
+                     current_state=state["current_state"], optimizer=state["optimizer"],
+                     scheduler=state["scheduler"], sampler=gen.get_state(), step=state["step"],
+                     history=state["history"], seconds=state["seconds"], data=splits.meta,
+                     train_config=asdict(cfg))
+
+    def every(trainer):
+        if cfg.checkpoint and cfg.checkpoint_every and trainer.step % cfg.checkpoint_every == 0:
+            save(trainer)
+
+    trainer = Trainer(model, cfg, loss, metrics, monitor="val_error",
+                      rank=0 if comm is None else comm.Get_rank(), on_evaluation=every)
     if resume is not None:
         loaded, c = ckpt_io.load(resume, problem=problem)
         if ckpt_io.architecture(loaded.config) != ckpt_io.architecture(model.config):
             raise ValueError(f"cannot resume from {resume}: it holds a {loaded.config} model, "
                              f"not {model.config}")
-        model.load_state_dict(c["current_state"])
-        opt.load_state_dict(c["optimizer"])
-        sched.load_state_dict(c["scheduler"])
+        hist = c["history"]
+        best_val = min(hist["val_error"], default=math.inf)
+        trainer.load_state({**c, "best": {
+            "state": c["state"], "value": best_val,
+            "step": hist["step"][hist["val_error"].index(best_val)] if hist["val_error"] else 0}})
         gen.set_state(c["sampler"])
-        hist, step, elapsed = History(**c["history"]), c["step"], c["seconds"]
-    best_val = min(hist.val_error, default=math.inf)
-    best = BestState(model, best_val,
-                     hist.step[hist.val_error.index(best_val)] if hist.val_error else 0,
-                     c["state"] if resume is not None else None)
-    first_loss, since_best, stopped = None, 0, "steps"
-    stop_at = cfg.steps if until is None else min(until, cfg.steps)
-
-    def save(path):
-        current = copy.deepcopy(model.state_dict())
-        model.load_state_dict(best.state)
-        ckpt_io.save(path, model, problem=problem, current_state=current,
-                     optimizer=opt.state_dict(), scheduler=sched.state_dict(),
-                     sampler=gen.get_state(), step=step, history=asdict(hist),
-                     seconds=elapsed, data=splits.meta, train_config=asdict(cfg))
-        model.load_state_dict(current)
-
-    bar = progress_bar(cfg.progress, cfg.steps, "training", comm, step)
-    clock = CLOCKS[cfg.clock]
-    t0 = clock() - elapsed
-    while step < stop_at:
-        idx = torch.randint(len(train_set), (cfg.batch_size,), generator=gen)
-        loss = relative_error(model(train_set.F[idx]), train_set.U[idx], comm)
-        lv = float(loss.detach())
-        first_loss = lv if first_loss is None else first_loss
-        if not math.isfinite(lv) or lv > cfg.divergence * max(first_loss, 1.0):
-            stopped = f"diverged at step {step + 1} (loss {lv:.3g}); best state kept"
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        step += 1
-        if bar is not None:
-            bar.update(1)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            elapsed = clock() - t0
-            val, test = evaluate(model, val_set, comm=comm), evaluate(model, test_set, comm=comm)
-            for key, v in zip(("step", "train_loss", "val_error", "test_error", "seconds"),
-                              (step, lv, val, test, elapsed)):
-                getattr(hist, key).append(v)
-            if bar is not None:
-                bar.set_postfix(loss=f"{lv:.2e}", val=f"{val:.2e}")
-            since_best = 0 if best.offer(val, step) else since_best + 1
-            if cfg.checkpoint and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                save(cfg.checkpoint)
-            if cfg.target is not None and val <= cfg.target:
-                stopped = f"reached validation error {val:.3g} <= {cfg.target:g}"
-                break
-            if cfg.patience is not None and since_best >= cfg.patience:
-                stopped = f"early stop: no validation improvement in {cfg.patience} evaluations"
-                break
-    if stopped == "steps" and step < cfg.steps:
-        stopped = f"paused at step {step}"
-    if bar is not None:
-        bar.close()
-    elapsed = clock() - t0
+    trainer.history = {**asdict(History()), **trainer.history}
+    stopped = trainer.run(until)
     if cfg.checkpoint:
-        save(cfg.checkpoint)
-    best.restore()
-    return TrainResult(history=hist, best_step=best.step, best_val=best.value,
+        save(trainer)
+    trainer.restore_best()
+    return TrainResult(history=History(**trainer.history), best_step=trainer.best.step,
+                       best_val=trainer.best.value,
                        final_test=evaluate(model, test_set, comm=comm), stopped=stopped,
-                       seconds=elapsed,
-                       steps=step)
+                       seconds=trainer.elapsed, steps=trainer.step)
+
+
+def _reduce(comm):
+    """The differentiable sum over the ranks of ``comm`` (``None`` serially)."""
+    return None if comm is None else (lambda t: allreduce_sum(t, comm))
