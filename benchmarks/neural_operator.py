@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ from ddlearn.harness.fno import GridFNO, fno_matching
 from ddlearn.nn import MIXERS
 from ddlearn.nn.data import Split, load_dataset
 from ddlearn.nn.model import NeuralOperator
-from ddlearn.nn.train import FitConfig, Normalizer, fit, parameter_count, predict
+from ddlearn.nn.train import FIT, Normalizer, fit, parameter_count, predict
 from ddlearn.nn.trainer import relative_error
 from ddlearn.nn.checkpoint import load as load_checkpoint
 
@@ -125,8 +126,8 @@ def run_one(args, budget, run: str, model_name: str, data_name: str, seed: int, 
     torch.manual_seed(seed)
     model = build(model_name, budget, schwarz)
     model.use_mesh(data.coords)
-    config = FitConfig(epochs=epochs, batch_size=budget["batch_size"], lr=lr,
-                         weight_decay=budget["weight_decay"], seed=seed)
+    config = replace(FIT, epochs=epochs, batch_size=budget["batch_size"], lr=lr,
+                     weight_decay=budget["weight_decay"], seed=seed)
     bench.peak_reset()
     ckpt = str(Path(args.out) / "checkpoints" / f"{run}.pt")
     out = fit(model, train, test, data.coords, config, checkpoint=ckpt, progress=not args.quick,

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ddlearn.nn.operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention
-from ddlearn.classical.coarse import grid_basis
+from ddlearn.decomposition.coarse import grid_basis
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 

@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from ddlearn.classical.coarse import grid_basis
-from ddlearn.decomposition.coarse import interface_hats, nicolaides, q1_hats
+from ddlearn.decomposition.coarse import grid_basis, interface_hats, nicolaides, q1_hats
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical.reference import coarse_matrix

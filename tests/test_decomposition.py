@@ -5,8 +5,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ddlearn.decomposition import Decomposition, assign_ranks, box_grid
-from ddlearn.classical.coarse import grid_basis
-from ddlearn.decomposition.coarse import hats_on_boxes
+from ddlearn.decomposition.coarse import grid_basis, hats_on_boxes
 
 
 CASES = [((63,), 4, 2), ((1023,), 8, 2), ((100,), 7, 3), ((50,), 5, 0), ((12, 12), 4, 1),

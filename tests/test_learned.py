@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse.linalg as spla
 import torch
 
-from ddlearn.classical.coarse import grid_basis
+from ddlearn.decomposition.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
 from ddlearn.learned.coarse.basis import LearnedBasis, aslinearoperator, basis_correction_model, perturb_
 from ddlearn.decomposition.problems import make_problem

@@ -7,7 +7,7 @@ from petsc4py import PETSc
 
 from conftest import (apply_gathered, pc_from_options, raised_everywhere, solve_with_pc_options,
                       view_text)
-from ddlearn.classical.coarse import grid_basis
+from ddlearn.decomposition.coarse import grid_basis
 from ddlearn.decomposition import Decomposition
 from ddlearn.nn.operators import SchwarzAttention
 from ddlearn.learned.operators.distributed import DistributedSchwarzAttention

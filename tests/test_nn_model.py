@@ -1,5 +1,7 @@
 """The backbone, its training loop and checkpoints: every mixer trains in the same model, a
 checkpoint rebuilds and resumes its run exactly, and bad input is refused clearly."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +10,7 @@ from ddlearn.nn import MIXERS
 from ddlearn.nn.checkpoint import load as load_checkpoint
 from ddlearn.nn.data import Split, grid_coords
 from ddlearn.nn.model import NeuralOperator
-from ddlearn.nn.train import FitConfig, fit
+from ddlearn.nn.train import FIT, fit
 
 
 def _problem(samples=12, s=9, seed=0):
@@ -32,7 +34,7 @@ def test_every_mixer_trains_in_the_backbone(mixer, tmp_path):
     torch.manual_seed(0)
     model = _model(mixer)
     model.use_mesh(coords)
-    out = fit(model, train, test, coords, FitConfig(epochs=6, batch_size=4, lr=3e-3),
+    out = fit(model, train, test, coords, replace(FIT, epochs=6, batch_size=4, lr=3e-3),
               progress=False)
     losses = [h["loss"] for h in out["history"]]
     assert losses[-1] < losses[0], losses
@@ -43,7 +45,7 @@ def test_resume_continues_the_same_run(tmp_path):
     """Six epochs in one go == three epochs, an interruption, and three more resumed from the
     checkpoint (parameters, optimiser, schedule and random state all restored)."""
     coords, train, test = _problem()
-    config = FitConfig(epochs=6, batch_size=4, lr=3e-3, seed=1)
+    config = replace(FIT, epochs=6, batch_size=4, lr=3e-3, seed=1)
 
     def model():
         torch.manual_seed(1)
@@ -75,13 +77,13 @@ def test_checkpoint_of_another_mixer_is_refused(tmp_path):
     path = str(tmp_path / "m.pt")
     model = _model("flare")
     model.use_mesh(coords)
-    fit(model, train, test, coords, FitConfig(epochs=1, batch_size=4), checkpoint=path,
+    fit(model, train, test, coords, replace(FIT, epochs=1, batch_size=4), checkpoint=path,
         progress=False)
     other = _model("schwarz")
     other.use_mesh(coords)
     before = open(path, "rb").read()
     with pytest.raises(ValueError, match="another model or layout.*mixer"):
-        fit(other, train, test, coords, FitConfig(epochs=1, batch_size=4), checkpoint=path,
+        fit(other, train, test, coords, replace(FIT, epochs=1, batch_size=4), checkpoint=path,
             progress=False)
     assert open(path, "rb").read() == before  # nothing written
 

@@ -158,19 +158,6 @@ class CoarseSpace:
         """This rank's entries of :math:`\\Phi` (collective)."""
         raise NotImplementedError
 
-    @classmethod
-    def on_grid(cls, dec) -> sp.csr_matrix:
-        """:math:`\\Phi` on a structured :class:`~ddlearn.decomposition.structured.Decomposition`
-        (natural numbering, serial), for the families that have such a form; the others refuse.
-
-        Raises
-        ------
-        ValueError
-            This family has no form on a structured decomposition, or it is empty there.
-        """
-        raise ValueError(f"the {cls.name} coarse space is built from a matrix's subdomains and "
-                         f"has no form on a structured grid decomposition")
-
     def describe(self) -> dict:
         """Settings and what the last build found (JSON-ready)."""
         return {"name": self.name, **self.found}

@@ -150,7 +150,10 @@ def grid_basis(name: str, dec: Decomposition) -> sp.csr_matrix:
         axis).
     """
     if name not in GRID_BASES:
-        raise ValueError(f"unknown coarse space {name!r} on a structured grid decomposition; "
+        # the other families (gdsw, spectral, ...) are built from a matrix's subdomains by the PC
+        raise ValueError(f"unknown coarse space {name!r} on a structured grid decomposition: "
+                         f"the {name} coarse space has no form on a structured grid (the "
+                         f"families built from a matrix's subdomains run in -pc_type ddlearn); "
                          f"choose one of {', '.join(GRID_BASES)}")
     Phi = GRID_BASES[name](dec)
     if Phi.shape[1] == 0:

@@ -21,7 +21,7 @@ from ddlearn.classical.overlapping import configure_asm
 from ddlearn.classical.coarse.spectral import Spectral
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
-from ddlearn.classical.coarse import grid_basis
+from ddlearn.decomposition.coarse import grid_basis
 from ddlearn.decomposition.petsc_rows import RowLayout
 from ddlearn.learned.operators import checkpoint
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu

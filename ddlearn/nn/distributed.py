@@ -252,12 +252,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
         self._exchange.bytes = 0
         self.traffic.update(ghost=0, reverse=0)
         L = self._local_tensors(x.device, x.dtype)
-        qkv = self.qkv(x)
-        terms = []
-        if self.levels in ("both", "local"):
-            terms.append(self.local_term(x, qkv, L))
-        if self.levels in ("both", "coarse"):
-            terms.append(self.coarse_term(qkv, L))
+        terms = self.terms(x, self.qkv(x), L)
         self.traffic.update(allreduce=self._counter["allreduce"])
         self.traffic["total"] = sum(self.traffic[k] for k in ("ghost", "reverse", "allreduce"))
         return self.out(self.combined(terms))

@@ -166,15 +166,19 @@ class SchwarzMixer(TokenMixer):
         """``sum``: the paper's sum; ``concat``, ``split``: side by side (channels)."""
         return sum(terms) if self.combine == "sum" else torch.cat(terms, dim=-1)
 
-    def mix(self, x: torch.Tensor) -> torch.Tensor:
-        qkv = self.qkv(x)
-        L = self.layout.tensors(x.device, x.dtype)
+    def terms(self, x, qkv, L) -> list:
+        """The terms ``levels`` names: the local one, the coarse one or both, in that order."""
         terms = []
         if self.levels in ("both", "local"):
             terms.append(self.local_term(x, qkv, L))
         if self.levels in ("both", "coarse"):
             terms.append(self.coarse_term(qkv, L))
-        return self.out(self.combined(terms))
+        return terms
+
+    def mix(self, x: torch.Tensor) -> torch.Tensor:
+        qkv = self.qkv(x)
+        L = self.layout.tensors(x.device, x.dtype)
+        return self.out(self.combined(self.terms(x, qkv, L)))
 
     def extra_repr(self) -> str:
         return f"channels={self.channels}, heads={self.heads}, attention={self.attention}, " \

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import torch
@@ -24,22 +24,18 @@ import torch
 from . import checkpoint as ckpt_io
 from .trainer import Trainer, TrainConfig, relative_error
 
-__all__ = ["FitConfig", "Normalizer", "fit", "predict", "parameter_count"]
+__all__ = ["FIT", "Normalizer", "fit", "predict", "parameter_count"]
 
+#: :func:`fit`'s settings: ``epochs`` passes over the training set in batches of ``batch_size``,
+#: AdamW (``lr`` the one-cycle peak, ``weight_decay``), gradients clipped to norm ``clip``, no
+#: divergence stop; ``seed`` fixes initialisation and shuffling. A run changes what it needs:
+#: ``dataclasses.replace(FIT, epochs=6, lr=3e-3)``.
+FIT = TrainConfig(epochs=20, batch_size=8, lr=1e-3, optimizer="adamw", weight_decay=1e-4,
+                  schedule="one-cycle", clip=1.0, divergence=None)
 
-@dataclass
-class FitConfig:
-    """Optimiser and budget of :func:`fit`, in epochs: ``epochs`` passes over the training set
-    in batches of ``batch_size``; AdamW (``lr`` the one-cycle peak, ``weight_decay``); gradients
-    clipped to norm ``clip``; ``seed`` fixes initialisation and shuffling (run as the
-    :class:`~ddlearn.nn.trainer.TrainConfig` of one step per batch)."""
-
-    epochs: int = 20
-    batch_size: int = 8
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    clip: float = 1.0
-    seed: int = 0
+#: settings a checkpoint does not record: ``steps`` and ``eval_every`` follow from ``epochs``,
+#: the others do not change the run (a resumed run may show its progress differently)
+_NOT_RECORDED = ("steps", "eval_every", "progress", "checkpoint", "checkpoint_every", "clock")
 
 
 class Normalizer:
@@ -95,14 +91,17 @@ def predict(model, coefficient: np.ndarray, coords: np.ndarray, norm: Normalizer
     return torch.cat(out)
 
 
-def fit(model, train, test, coords: np.ndarray, config: FitConfig,
-        checkpoint: str | None = None, progress: bool = True, log_input: bool = True,
+def fit(model, train, test, coords: np.ndarray, config: TrainConfig = FIT,
+        checkpoint: str | None = None, progress: bool | None = None, log_input: bool = True,
         eval_every: int = 1, describe: dict | None = None, callback=None) -> dict:
     """Train ``model`` (``model(fields [B, T, 1], coords [T, dim])``) on ``train`` (``.coefficient``
-    and ``.solution``, ``[S, *grid]``) and evaluate on ``test``; resume from ``checkpoint`` when
-    it exists and holds the same model and training settings. ``callback(entry)`` is called
-    after every epoch, once its checkpoint is written (an exception there stops the run and
-    leaves a checkpoint to resume from).
+    and ``.solution``, ``[S, *grid]``) and evaluate on ``test`` every ``eval_every`` epochs and
+    at the last, with the settings ``config`` (:data:`FIT` unless given; its budget in
+    ``epochs``, :meth:`~ddlearn.nn.trainer.TrainConfig.for_epochs`); resume from ``checkpoint``
+    (default ``config.checkpoint``) when it exists and holds the same model and training
+    settings. ``progress``: show a bar (default ``config.progress``). ``callback(entry)`` is
+    called after every epoch, once its checkpoint is written (an exception there stops the run
+    and leaves a checkpoint to resume from).
 
     Returns
     -------
@@ -114,8 +113,10 @@ def fit(model, train, test, coords: np.ndarray, config: FitConfig,
     Raises
     ------
     ValueError
-        For a checkpoint of another model, layout or training configuration.
+        For settings without ``epochs``, or a checkpoint of another model, layout or training
+        configuration.
     """
+    checkpoint = checkpoint or config.checkpoint
     torch.manual_seed(config.seed)
     norm = Normalizer(train.coefficient, train.solution, log_input)
     dtype = next(model.parameters()).dtype
@@ -123,11 +124,11 @@ def fit(model, train, test, coords: np.ndarray, config: FitConfig,
     u = norm.targets(_fields(train.solution)).to(dtype)
     c = torch.as_tensor(coords, dtype=dtype)
     per_epoch = math.ceil(len(a) / config.batch_size)
-    settings = TrainConfig(steps=config.epochs * per_epoch, batch_size=config.batch_size,
-                           lr=config.lr, optimizer="adamw", weight_decay=config.weight_decay,
-                           schedule="one-cycle", clip=config.clip, eval_every=per_epoch,
-                           divergence=None, seed=config.seed, progress=progress)
-    wanted = {"model": model.config, "train": asdict(config), "data": describe or {}}
+    settings = config.for_epochs(per_epoch)
+    if progress is not None:
+        settings.progress = progress
+    record = {k: v for k, v in asdict(config).items() if k not in _NOT_RECORDED}
+    wanted = {"model": model.config, "train": record, "data": describe or {}}
     history, epoch = [], {"batches": [], "total": 0.0, "start": 0.0}
 
     def loss(step):
@@ -155,7 +156,7 @@ def fit(model, train, test, coords: np.ndarray, config: FitConfig,
             ckpt_io.save(checkpoint, model.config, model.state_dict(), epoch=len(history),
                          history=history, optimizer=trainer.optimizer.state_dict(),
                          scheduler=trainer.scheduler.state_dict(), rng=torch.get_rng_state(),
-                         normalizer=norm.state, train=asdict(config), data=describe or {})
+                         normalizer=norm.state, train=record, data=describe or {})
         if callback is not None:
             callback(history[-1])
 

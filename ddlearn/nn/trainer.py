@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from tqdm.auto import tqdm
@@ -47,10 +47,13 @@ class TrainConfig:
     ``clock``: ``"wall"`` (:func:`time.perf_counter`) or ``"process"``
     (:func:`time.process_time`, the CPU seconds of this process: the measure to use on a
     machine shared with other jobs) for the recorded seconds. ``batch_size``, ``checkpoint`` and
-    ``checkpoint_every`` are read by the loss hook and the checkpointing caller.
+    ``checkpoint_every`` are read by the loss hook and the checkpointing caller. ``epochs``: the
+    budget in passes over the training set, for a loss hook that walks the training set in
+    epochs (:func:`ddlearn.nn.train.fit`); :meth:`for_epochs` turns it into ``steps``.
     """
 
     steps: int = 2000
+    epochs: int | None = None
     batch_size: int = 64
     lr: float = 1e-2
     lr_final: float = 1e-4
@@ -71,6 +74,9 @@ class TrainConfig:
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.eval_every < 1:
             raise ValueError("steps, batch_size and eval_every must be positive")
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError(f"epochs must be positive (or None: a budget in steps), got "
+                             f"{self.epochs}")
         if not (self.lr > 0 and self.lr_final > 0):
             raise ValueError("learning rates must be positive")
         if self.clock not in CLOCKS:
@@ -79,6 +85,20 @@ class TrainConfig:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+
+    def for_epochs(self, batches: int) -> "TrainConfig":
+        """These settings for epochs of ``batches`` steps: ``steps = epochs * batches``, one
+        evaluation per epoch (``eval_every = batches``).
+
+        Raises
+        ------
+        ValueError
+            When ``epochs`` is not given.
+        """
+        if self.epochs is None:
+            raise ValueError("this loop trains in epochs: give TrainConfig(epochs=...) (for "
+                             "ddlearn.nn.train.fit: dataclasses.replace(FIT, epochs=...))")
+        return replace(self, steps=self.epochs * batches, eval_every=batches)
 
 
 def relative_error(pred: torch.Tensor, target: torch.Tensor, reduce=None) -> torch.Tensor:

@@ -4,9 +4,7 @@ tensor product of the 1D interface hats over the axes (1D, 2D or 3D;
 geometric space: it needs coordinates and does not depend on the matrix values."""
 from __future__ import annotations
 
-import scipy.sparse as sp
-
-from ...decomposition.coarse import grid_hats, hats_on_boxes
+from ...decomposition.coarse import hats_on_boxes
 from ...decomposition.collective import collective_check
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 
@@ -32,11 +30,3 @@ class Hats(CoarseSpace):
                          f"nicolaides")
         self.found = {"n0": int(rows.shape[1])}
         return CoarseVectors.from_rows(rows, inp.A.getOwnershipRange()[0])
-
-    @classmethod
-    def on_grid(cls, dec) -> sp.csr_matrix:
-        Phi = grid_hats(dec)
-        if Phi.shape[1] == 0:
-            raise ValueError(f"the hats coarse space is empty for box grid {dec.boxes}: use more "
-                             f"subdomains per direction or the nicolaides coarse space")
-        return Phi

@@ -5,9 +5,7 @@ elasticity: :math:`n_0 = 3N` in 2D, :math:`6N` in 3D)."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
-from ...decomposition.coarse import nicolaides
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors, subdomain_columns
 
 __all__ = ["Nicolaides", "orthonormal_columns"]
@@ -36,7 +34,3 @@ class Nicolaides(CoarseSpace):
         self.found = {"n0": out.n0, "per_subdomain": inp.null_space.shape[1]
                       if inp.null_space is not None else 1}
         return out
-
-    @classmethod
-    def on_grid(cls, dec) -> sp.csr_matrix:
-        return nicolaides(dec)

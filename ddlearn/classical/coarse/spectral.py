@@ -73,7 +73,8 @@ rows, where :math:`A_i - A_i^N` holds the couplings that leave it. With the Neum
 both sides and the multiplicity weights, a subdomain whose rows all lie in two subdomains (a
 slab two layers thick with overlap 1, PETSc's row blocks of a 3D grid) has :math:`D_i \equiv
 1/2` and :math:`A^N v = 4\,D A^N D v` for every :math:`v`: the eigenvectors are arbitrary.
-Measured (``benchmarks/geneo_reference.py``, 32³, contrast 1e6, 16 subdomains, k = 8, additive):
+Measured (``benchmarks/geneo_reference.py`` (retired; ``git show
+75845ac:benchmarks/geneo_reference.py``), 32³, contrast 1e6, 16 subdomains, k = 8, additive):
 row-block slabs 125 → 22 CG iterations (inclusions) and 41 → 23 (layered channels), RCB boxes
 24 → 21 and 28 → 21; 2D channels 255², N = 64 boxes: 40.7 → 31.0. With the ``boolean`` or
 ``interior`` weights, zero on the boundary rows, both pencils are the same.

@@ -45,7 +45,7 @@ from petsc4py import PETSc
 from ...classical.overlapping import asm_pc
 from ...classical.reference import one_level, two_level
 from ...decomposition import Decomposition
-from ...classical.coarse import grid_basis
+from ...decomposition.coarse import grid_basis
 from ...nn.operators import SchwarzAttention
 from ..operators.distributed import apply_batch
 

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from petsc4py import PETSc
 
 from ...classical.coarse_space import CoarseInput, CoarseSpace, CoarseVectors
-from ...classical.coarse import grid_basis
+from ...decomposition.coarse import grid_basis
 from ...decomposition.collective import collective_check
 from ...decomposition.subdomains import Subdomains
 from .basis import INSITU_KIND, describe, distributed_basis, petsc_basis
