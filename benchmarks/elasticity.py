@@ -51,7 +51,7 @@ from petsc4py import PETSc  # noqa: E402
 from ddlearn.harness import bench, fem  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import solve_with_options  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.methods import METHODS as REGISTRY  # noqa: E402
 
 CONTRASTS = (1.0, 1e3, 1e6)
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
@@ -67,7 +67,7 @@ AUX = {
                          "ddlearn_spectral_threshold": "0.1"},
     "one-level aux": {"ddlearn_coarse_space": "none"},
 }
-PETSC = {k: v for k, v in PETSC_REFERENCE.items() if k != "cholesky"}
+PETSC = {k: REGISTRY[k].options for k in ("asm", "gamg", "gamg-tuned", "gamg-sor", "mg-gdsw")}
 METHODS = (*DDLEARN, *AUX, *PETSC)
 
 

@@ -21,7 +21,7 @@ coordinates attached (for the hats). Methods (``ddlearn.pc.TwoLevelSchwarzPC`` o
 subdomains, overlap 1, exact local solves; CG to rtol 1e-8 from a random right-hand side): the
 Q1 ``hats``; ``spectral`` and ``learned`` with k vectors per subdomain, each alone and with the
 hats; PETSc's GAMG with its defaults (``gamg``) and tuned (``gamg-tuned``: threshold 0.01,
-``PETSC_REFERENCE["gamg-tuned"]`` of :mod:`ddlearn.harness.options`). On ``--curve-fields`` channels fields: iterations against k for spectral
+``METHODS["gamg-tuned"]`` of :mod:`ddlearn.harness.methods`). On ``--curve-fields`` channels fields: iterations against k for spectral
 and learned. Times: slowest rank, set-up split (partition, coarse basis, local factorisations,
 coarse matrix; the learned basis split into factorisation + features, forward pass,
 refinement). The one-off training time comes from the model's record; the fields after which it

@@ -75,7 +75,7 @@ from ddlearn.decomposition.problems import family_problem_name, make_problem  # 
 from ddlearn.harness import bench, fem  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import solve_once  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.methods import METHODS as REGISTRY  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -169,7 +169,7 @@ def build_elasticity(n: int, comm=PETSc.COMM_WORLD, aux_parts: int | None = None
 
 def options_for(method: str, N: int, size: int, coarse_overlap: int = COARSE_OVERLAP) -> dict:
     if method in PETSC:
-        return dict(PETSC_REFERENCE[method])
+        return dict(REGISTRY[method].options)
     if method in AUX:  # the subdomains come with the matrix
         return {**PC, **AUX[method]}
     name, _, solve = method.partition("/")

@@ -33,7 +33,7 @@ Cases (``--cases``; sizes of the full run, ``--quick`` a few thousand unknowns):
   (grid-aligned anisotropy).
 
 Methods: PETSc's ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01) and ``gamg-sor`` (threshold
-0.01, SSOR smoothing; :data:`ddlearn.harness.options.PETSC_REFERENCE`), all with the near-null
+0.01, SSOR smoothing; :data:`ddlearn.harness.methods.METHODS`), all with the near-null
 space, PETSc's own two-level Schwarz ``mg-gdsw`` (PCMG, additive, one ASM block per rank with
 LU, PETSc's GDSW coarse space), and ddlearn's
 ``TwoLevelSchwarzPC`` with one and with eight subdomains per rank, overlap 1, CHOLMOD local
@@ -65,7 +65,7 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.problems import Diffusion2D, Diffusion3D, make_problem  # noqa: E402
 from ddlearn.harness import bench, fem  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.methods import METHODS  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, solve_with_options  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
@@ -106,7 +106,7 @@ DDLEARN = {
 }
 #: the GAMG variants: "GAMG's best" is the fastest of them
 GAMG = ("gamg", "gamg-tuned", "gamg-sor")
-PETSC = {name: PETSC_REFERENCE[name] for name in (*GAMG, "mg-gdsw")}
+PETSC = {name: METHODS[name].options for name in (*GAMG, "mg-gdsw")}
 PER_RANK = (1, 8)
 
 

@@ -7,7 +7,7 @@ runs its cases x methods through :class:`Rows` (each row written atomically with
 provenance as it is measured, so an interrupted study keeps what it measured and
 ``--resume`` runs only the rest), and with ``--report`` prints its tables from the JSON into
 ``README.md`` (:func:`.bench.write_readme`, :func:`.bench.markdown_table`) and draws its plots.
-A new study is its cases, its methods (:mod:`.methods`, :data:`.options.PETSC_REFERENCE`) and
+A new study is its cases, its methods (:data:`.methods.METHODS`) and
 its tables.
 """
 from __future__ import annotations
