@@ -25,10 +25,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import petsc4py
 
 petsc4py.init([])
@@ -39,6 +35,7 @@ from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, pc_solves  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -260,9 +257,7 @@ def plot(data, path):
         axes[a][0].set_ylabel("CG iterations (mean of 3 b)")
         axes[a][0].set_ylim(8, 2000)
     axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -52,10 +52,6 @@ from __future__ import annotations
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import petsc4py  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
@@ -65,6 +61,7 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.problems import Diffusion2D, Diffusion3D, make_problem  # noqa: E402
 from ddlearn.harness import bench, fem  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.methods import METHODS  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, solve_with_options  # noqa: E402
@@ -301,9 +298,7 @@ def plot(data: dict, path: str) -> None:
     ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None):
