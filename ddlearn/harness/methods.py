@@ -149,6 +149,10 @@ class Method:
     one_rank: bool = False
 
 
+#: the learned methods' torch side, imported when one runs
+_LEARNED = "ddlearn.harness.learned"
+
+#: The one registry, one entry per method, for the main job and every study. PETSc's own:
 #: ASM with exact blocks and the basic restriction; GAMG with its defaults and *tuned* (both
 #: read the matrix's near-null space); PCMG two-level additive with PETSc's GDSW coarse space;
 #: a sparse Cholesky with nested dissection.
@@ -170,7 +174,6 @@ class Method:
 #: converted to MATIS, one local subdomain per process. It is therefore measured where a study's
 #: subdomains are its ranks (time to solution, weak scaling, the elasticity study, the main
 #: job), not in the studies that fix N apart from the rank count (16-256 subdomains on 2 ranks).
-_LEARNED = "ddlearn.harness.learned"
 METHODS = {
     "none": Method({"pc_type": "none"}),
     "jacobi": Method({"pc_type": "jacobi"}),
