@@ -10,8 +10,8 @@ on box subdomains but GAMG's: one-level (``asm``), Q1 ``hats``, ``nicolaides``, 
 per subdomain), ``spectral`` with k = 8 vectors per subdomain alone and with the hats, the hats
 with the spectral vectors below :math:`\tau = 0.5` (at most 16; the median subdomain spectrum
 at 255², N = 64 puts :math:`\lambda_9` near 0.6), and PETSc's GAMG with its defaults
-(``gamg``) and tuned (``gamg-tuned``: threshold 0.01, ``PETSC_REFERENCE["gamg-tuned"]`` of
-:mod:`ddlearn.harness.options`). CG to rtol 1e-8 on
+(``gamg``) and tuned (``gamg-tuned``: threshold 0.01, ``METHODS["gamg-tuned"]`` of
+:mod:`ddlearn.harness.methods`). CG to rtol 1e-8 on
 the unpreconditioned residual from three right-hand sides (random uniform, point source,
 smooth); set-up split from the PC (partition, coarse basis incl. eigensolves, local
 factorisations, coarse matrix). Writes ``coarse_spaces.json`` and ``coarse_spaces.png``
@@ -25,10 +25,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import petsc4py
 
 petsc4py.init([])
@@ -39,6 +35,7 @@ from ddlearn.classical.coarse.hats import Hats  # noqa: E402
 from ddlearn.classical.coarse.spectral import Spectral  # noqa: E402
 from ddlearn.decomposition.problems import make_problem  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, pc_solves  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -64,7 +61,7 @@ METHODS = {
     "gamg": "gamg",
     "gamg-tuned": "gamg-tuned",
 }
-#: PETSc's preconditioners among the methods (by PETSC_REFERENCE's name): they do not depend
+#: PETSc's preconditioners among the methods (by their name in :data:`ddlearn.harness.methods.METHODS`): they do not depend
 #: on N and run once per case, at the smallest N
 REFERENCE = tuple(m for m, config in METHODS.items() if isinstance(config, str))
 
@@ -260,9 +257,7 @@ def plot(data, path):
         axes[a][0].set_ylabel("CG iterations (mean of 3 b)")
         axes[a][0].set_ylim(8, 2000)
     axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -39,19 +39,16 @@ from __future__ import annotations
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import petsc4py
 
 petsc4py.init([sys.argv[0]])
 from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.harness import bench, fem  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import solve_with_options  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.methods import METHODS as REGISTRY  # noqa: E402
 
 CONTRASTS = (1.0, 1e3, 1e6)
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
@@ -67,7 +64,7 @@ AUX = {
                          "ddlearn_spectral_threshold": "0.1"},
     "one-level aux": {"ddlearn_coarse_space": "none"},
 }
-PETSC = {k: v for k, v in PETSC_REFERENCE.items() if k != "cholesky"}
+PETSC = {k: REGISTRY[k].options for k in ("asm", "gamg", "gamg-tuned", "gamg-sor", "mg-gdsw")}
 METHODS = (*DDLEARN, *AUX, *PETSC)
 
 
@@ -219,9 +216,7 @@ def plot(data: dict, path: str) -> None:
                    ylabel="CG iterations", title=f"{dim}D, N = {N} (PETSc: one block per rank)")
             ax.grid(True, which="both", alpha=0.3)
     axes[0, -1].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None):

@@ -21,7 +21,7 @@ coordinates attached (for the hats). Methods (``ddlearn.pc.TwoLevelSchwarzPC`` o
 subdomains, overlap 1, exact local solves; CG to rtol 1e-8 from a random right-hand side): the
 Q1 ``hats``; ``spectral`` and ``learned`` with k vectors per subdomain, each alone and with the
 hats; PETSc's GAMG with its defaults (``gamg``) and tuned (``gamg-tuned``: threshold 0.01,
-``PETSC_REFERENCE["gamg-tuned"]`` of :mod:`ddlearn.harness.options`). On ``--curve-fields`` channels fields: iterations against k for spectral
+``METHODS["gamg-tuned"]`` of :mod:`ddlearn.harness.methods`). On ``--curve-fields`` channels fields: iterations against k for spectral
 and learned. Times: slowest rank, set-up split (partition, coarse basis, local factorisations,
 coarse matrix; the learned basis split into factorisation + features, forward pass,
 refinement). The one-off training time comes from the model's record; the fields after which it
@@ -33,11 +33,8 @@ import json
 import os
 
 import numpy as np
-import matplotlib
 import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import petsc4py
 
 petsc4py.init([])
@@ -51,6 +48,7 @@ from ddlearn.decomposition.problems import family_problem_name, make_problem  # 
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, pc_solves  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -474,9 +472,7 @@ def plot(data, stem: str) -> None:
         ax.set_title(f"{size_label(n)}, N = {N_OF[n]}, unseen fields")
         ax.grid(True, axis="y", alpha=0.3)
     axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(stem + ".png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, stem + ".png")
     if data["curve"]:
         fig, ax = plt.subplots(figsize=(5, 3.6))
         for m in ("spectral", "learned"):
@@ -488,9 +484,7 @@ def plot(data, stem: str) -> None:
         ax.set_title("channels 255², N = 64")
         ax.grid(True, alpha=0.3)
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(stem + "_vectors.png", dpi=110)
-        plt.close(fig)
+        save_figure(fig, stem + "_vectors.png")
 
 
 if __name__ == "__main__":

@@ -45,14 +45,11 @@ import signal
 import statistics
 import time
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.nn import MIXERS, TokenLayout, make_mixer, mixer_class  # noqa: E402
 from ddlearn.nn.layout import token_graph  # noqa: E402
 
@@ -399,9 +396,7 @@ def plot(points: list[dict], f: dict, path: str) -> None:
             ax.grid(alpha=0.3, which="both")
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def summary(data: dict) -> dict:

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from ddlearn.harness import bench
+from ddlearn.harness.report import plt, save_figure
 from ddlearn.harness.datasets import ensure_dataset
 from ddlearn.harness.fno import GridFNO, fno_matching
 from ddlearn.nn import MIXERS
@@ -270,9 +271,6 @@ def json_short(d: dict) -> str:
 
 
 def plot(runs: dict, out: str) -> str | None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
     for m in MODELS:
         rs = [r for k, r in runs.items() if k.startswith(f"darcy-{m}-s")]
@@ -286,9 +284,7 @@ def plot(runs: dict, out: str) -> str | None:
     ax.set(xlabel="epoch", ylabel="test relative L2", yscale="log", title="Darcy 43²")
     ax.legend()
     path = os.path.join(out, "darcy_test_error.png")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, 120)
 
 
 def report(args) -> None:

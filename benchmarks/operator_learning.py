@@ -31,13 +31,12 @@ import time
 
 import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ddlearn.decomposition.problems import Poisson1D  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.nn.operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention  # noqa: E402
 from ddlearn.learned.operators.checkpoint import MODELS  # noqa: E402
 from ddlearn.learned.operators.data import make_splits  # noqa: E402
@@ -289,9 +288,7 @@ def ladder_plot(recs, n, path):
     axes[0][0].set_ylabel("relative test error (mean over seeds)")
     fig.suptitle(f"1D Poisson n = {n}: budget ladder (a model's ladder stops once both "
                  "thresholds are reached or on a plateau)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, 120)
 
 
 def scaling_plot(sc, path):
@@ -325,9 +322,7 @@ def scaling_plot(sc, path):
             ax.set_ylim(lo, hi * 6)  # room for the legend above the data
             ax.legend(fontsize=6, loc="upper left", ncol=2)
     fig.suptitle("reaching a test error, against n (slopes: fitted power-law exponents)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, 120)
 
 
 SUMMARY = "operator_learning_summary"

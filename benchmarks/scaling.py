@@ -59,12 +59,8 @@ import os
 import sys
 import time
 
-import matplotlib
 import numpy as np
 import petsc4py
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 petsc4py.init([sys.argv[0]])
 from mpi4py import MPI  # noqa: E402
@@ -73,9 +69,10 @@ from petsc4py import PETSc  # noqa: E402
 from ddlearn.decomposition.petsc_rows import distributed_aij  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.harness import bench, fem  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import solve_once  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.methods import METHODS as REGISTRY  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -169,7 +166,7 @@ def build_elasticity(n: int, comm=PETSc.COMM_WORLD, aux_parts: int | None = None
 
 def options_for(method: str, N: int, size: int, coarse_overlap: int = COARSE_OVERLAP) -> dict:
     if method in PETSC:
-        return dict(PETSC_REFERENCE[method])
+        return dict(REGISTRY[method].options)
     if method in AUX:  # the subdomains come with the matrix
         return {**PC, **AUX[method]}
     name, _, solve = method.partition("/")
@@ -471,9 +468,7 @@ def plot(data: dict, stem: str) -> None:
     handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()}
     fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower right",
                ncol=2)
-    fig.tight_layout()
-    fig.savefig(stem + "_iterations.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, stem + "_iterations.png")
     # time per apply, split into the local (one-level) and the coarse part
     bars = [r for r in data["rows"] if coarse_share(r) is not None]
     if not bars:
@@ -493,9 +488,7 @@ def plot(data: dict, stem: str) -> None:
         ax.set_xticks(x, labels, rotation=90, fontsize=6)
         ax.set(ylabel="ms per apply (slowest rank)", title=f"{dim}D {case}")
     axes[0, -1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(stem + "_apply.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, stem + "_apply.png")
 
 
 # -- the scaling model on paper -----------------------------------------------------------

@@ -33,7 +33,7 @@ Cases (``--cases``; sizes of the full run, ``--quick`` a few thousand unknowns):
   (grid-aligned anisotropy).
 
 Methods: PETSc's ``gamg`` (defaults), ``gamg-tuned`` (threshold 0.01) and ``gamg-sor`` (threshold
-0.01, SSOR smoothing; :data:`ddlearn.harness.options.PETSC_REFERENCE`), all with the near-null
+0.01, SSOR smoothing; :data:`ddlearn.harness.methods.METHODS`), all with the near-null
 space, PETSc's own two-level Schwarz ``mg-gdsw`` (PCMG, additive, one ASM block per rank with
 LU, PETSc's GDSW coarse space), and ddlearn's
 ``TwoLevelSchwarzPC`` with one and with eight subdomains per rank, overlap 1, CHOLMOD local
@@ -52,10 +52,6 @@ from __future__ import annotations
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import petsc4py  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
@@ -65,7 +61,8 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.decomposition.problems import Diffusion2D, Diffusion3D, make_problem  # noqa: E402
 from ddlearn.harness import bench, fem  # noqa: E402
-from ddlearn.harness.options import PETSC_REFERENCE  # noqa: E402
+from ddlearn.harness.report import plt, save_figure  # noqa: E402
+from ddlearn.harness.methods import METHODS  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, solve_with_options  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
@@ -106,7 +103,7 @@ DDLEARN = {
 }
 #: the GAMG variants: "GAMG's best" is the fastest of them
 GAMG = ("gamg", "gamg-tuned", "gamg-sor")
-PETSC = {name: PETSC_REFERENCE[name] for name in (*GAMG, "mg-gdsw")}
+PETSC = {name: METHODS[name].options for name in (*GAMG, "mg-gdsw")}
 PER_RANK = (1, 8)
 
 
@@ -301,9 +298,7 @@ def plot(data: dict, path: str) -> None:
     ax.set_xticklabels(cases, rotation=30, ha="right", fontsize=8)
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None):

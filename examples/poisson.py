@@ -30,7 +30,7 @@ are PETSc options:
                        fields); method M's KSP has the options prefix M_ (hyphens as
                        underscores: -gamg_tuned_ksp_monitor)
                        gamg: PETSc's GAMG with its defaults; gamg-tuned: threshold 0.01
-                       (ddlearn.harness.options.PETSC_REFERENCE["gamg-tuned"])
+                       (ddlearn.harness.methods.METHODS["gamg-tuned"].options)
                        twolevel: classical two-level Schwarz with the -coarse_space below;
                        nicolaides, gdsw, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
                        that coarse space on the same N and overlap (learned: the pretrained

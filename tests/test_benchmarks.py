@@ -96,26 +96,6 @@ def test_operator_learning_quick(tmp_path):
     assert "## Scaling with n" in (tmp_path / "README.md").read_text()
 
 
-def test_learned_preconditioner_quick(tmp_path):
-    mod = _load("learned_preconditioner")
-    mod.main(["--quick", "--steps", "3", "--out", str(tmp_path)])
-    data = _stamped(tmp_path / "learned_preconditioner.json", "learned_preconditioner")
-    assert [c["problem"] for c in data["cases"]] == ["poisson1d", "poisson2d"]
-    for case in data["cases"]:
-        s = mod.summarise(case)
-        assert set(s) == {"twolevel", "learned"}
-        assert all(v["all_converged"] for v in s.values())
-        assert set(s["learned"]["iterations"]) == {"random0", "random1", "random2", "point", "smooth"}
-        t = case["training"]
-        # the kept state is the best one measured, at the step that measured it
-        its = t["history"]["iterations"]
-        assert t["steps"] == 3 and t["best_iterations"] == min(its)
-        assert t["history"]["step"][its.index(min(its))] == t["best_step"]
-    assert "| poisson2d n=961 | 16 |" in mod.report(data)
-    assert (tmp_path / "learned_preconditioner.png").stat().st_size > 10_000
-    assert "| poisson2d n=961 | 16 |" in _readme(mod, tmp_path, "learned_preconditioner")
-
-
 def test_coarse_spaces_quick(tmp_path):
     mod = _load("coarse_spaces")
     mod.main(["--quick", "--out", str(tmp_path)])

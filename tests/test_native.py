@@ -1,7 +1,6 @@
 """The native side under a real mpiexec: the plugin (export a model, run the plain C KSP program
 with `-pc_type ddlearn`, compare with the Python path; bad files fail clearly), and the plain C
 client selecting the Python PC (`-python`, with PETSC_DIR set; what fails without either)."""
-import json
 import os
 import subprocess
 import sys
@@ -97,17 +96,3 @@ def test_c_client_without_python_or_petsc_dir_fails_clearly():
     assert proc.returncode != 0
     assert "${PETSC_DIR} not found as environmental variable" in proc.stdout + proc.stderr
 
-
-def test_native_benchmark_script_runs(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "native.py"), "--n", "63",
-                           "--N", "16", "--ranks", "1,2", "--applies", "5", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    rows = json.loads((tmp_path / "native.json").read_text())["rows"]
-    assert [r["ranks"] for r in rows] == [1, 2]
-    for r in rows:
-        # one operator in two implementations (apply error <= 1e-12 above): CG converges alike,
-        # up to a last iteration that round-off can put on either side of the tolerance
-        assert r["native_iterations"] > 0 and \
-            abs(r["python_iterations"] - r["native_iterations"]) <= 1, r
-        assert r["python_apply_s"] > 0 and r["native_apply_s"] > 0

@@ -8,7 +8,7 @@ from conftest import raised_everywhere
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical import reference
 from ddlearn.classical.krylov import solve
-from ddlearn.harness.methods import LEARNED, METHODS, Case, parse_methods, run_methods
+from ddlearn.harness.methods import LEARNED, MAIN_JOB, Case, parse_methods, run_methods
 from ddlearn.classical.overlapping import configure_asm, exact_local_solves
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 
@@ -69,7 +69,7 @@ def test_all_methods_converge_2d():
     # the learned methods (training, cache) are tested in test_learned_mpi and test_example;
     # the pretrained learned coarse space needs subdomains of its training resolution (~32²),
     # so it runs at 127² and up in test_learned_coarse and test_example
-    results = run_methods(case, [m for m in METHODS if m not in LEARNED and m != "learned"], b)
+    results = run_methods(case, [m for m in MAIN_JOB if m not in LEARNED and m != "learned"], b)
     for r in results:
         assert r.converged, (r.method, r.reason)
         assert r.rnorm_true < 1e-8, (r.method, r.rnorm_true)

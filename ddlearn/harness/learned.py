@@ -10,6 +10,10 @@ checkpoint made for exactly that case.
 A checkpoint's file name carries the problem, decomposition, coarse space and a hash of every
 training setting, and loading re-checks problem and configuration, so a cache hit is always a
 model trained for this very case. Files are written atomically (a crash leaves no half file).
+
+The ``configure_*`` functions set a learned method's PC up from its checkpoint; the registry
+(:data:`ddlearn.harness.methods.METHODS`) names them and this module, which loads torch, is
+imported when a learned method runs.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+import scipy.sparse as sp
 from petsc4py import PETSc
 
 from ddlearn.nn.operators import SchwarzAttention
@@ -29,8 +35,14 @@ from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_precondition
 from ddlearn.decomposition.timing import Timer
 from ddlearn.learned.operators.training import fit_scale, train
 from ddlearn.nn.trainer import TrainConfig
+from ddlearn.classical.twolevel import TwoLevelSchwarz
+from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
+from ddlearn.learned.operators import checkpoint
+from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC
 
-__all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path"]
+__all__ = ["LearnedSettings", "learned_preconditioner", "attention_operator", "cache_path",
+           "configure_attention", "attention_enrichment", "configure_attention_coarse",
+           "configure_learned_insitu"]
 
 
 @dataclass
@@ -158,3 +170,38 @@ def attention_operator(case, settings: LearnedSettings):
     model.save(path, problem=case.problem.describe(), data=splits.meta)
     model.destroy()
     return path, seconds
+
+
+def configure_attention(pc, case, path):
+    """The trained paper-form operator alone as the PC (``attention``)."""
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(SchwarzAttentionPC(path=path, mode="attention"))
+
+
+def attention_enrichment(path: str, case) -> sp.csr_matrix:
+    r"""The trained paper-form operator's local factors as coarse vectors,
+    :math:`[\Phi \mid R_i^TD_i^{1/2}Q_i]_i` (natural numbering): two-level Schwarz with this
+    Galerkin coarse space is SPD whatever the training did, while the operator itself is
+    singular (rank :math:`\le \sum_i r_i + r_0 < n`)."""
+    # the problem check refuses a checkpoint of another problem, grid or dimension
+    model, _ = checkpoint.load(path, problem=case.problem.describe())
+    idx, sqrtD, Q = model.idx.numpy(), model.sqrtD.numpy(), model.Q.detach().numpy()
+    keep = sqrtD > 0
+    cols = [sp.csr_matrix(((sqrtD[i, keep[i], None] * Q[i, keep[i]]).ravel(),
+                           (np.repeat(idx[i, keep[i]], Q.shape[2]),
+                            np.tile(np.arange(Q.shape[2]), keep[i].sum()))),
+                          shape=(case.dec.n, Q.shape[2])) for i in range(case.dec.N)]
+    return sp.hstack([case.Phi, *cols]).tocsr()
+
+
+def configure_attention_coarse(pc, case, path):
+    """Two-level Schwarz with :func:`attention_enrichment` as coarse space (``attention-coarse``)."""
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(TwoLevelSchwarz(case.layout, case.layout.phi(
+        attention_enrichment(path, case)), "basic"))
+
+
+def configure_learned_insitu(pc, case, path):
+    """The in-situ learned coarse space of the checkpoint (``learned_insitu``)."""
+    pc.setType(PETSc.PC.Type.PYTHON)
+    pc.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(path)))

@@ -1,16 +1,22 @@
-"""The preconditioners compared on one problem and decomposition, by name.
+"""The one registry of the preconditioners compared, by name: :data:`METHODS`.
 
-Each method configures a PC on a :class:`Case`. One spelling per method: a method that is one
-of ddlearn's coarse spaces is spelt as ``-ddlearn_coarse_space`` spells it (``gdsw``,
-``spectral``, ``learned_insitu``), every other name is lowercase with hyphens (``gamg-tuned``,
-``mg-gdsw``: PETSc's PCMG with its GDSW coarse space, ``attention-coarse``). Every method's KSP
-has the options prefix :func:`prefix` (the name, hyphens as underscores, then ``_``), so
-``-twolevel_ksp_monitor`` or ``-gamg_tuned_pc_gamg_threshold 0.05`` reach one method only;
-defaults set here go into the options database only where the user set nothing.
+One spelling per method: a method that is one of ddlearn's coarse spaces is spelt as
+``-ddlearn_coarse_space`` spells it (``gdsw``, ``spectral``, ``learned_insitu``), every other
+name is lowercase with hyphens (``gamg-tuned``, ``mg-gdsw``: PETSc's PCMG with its GDSW coarse
+space, ``attention-coarse``). A :class:`Method` is PETSc options (PETSc's own preconditioners:
+the studies set them under a prefix of their own), a set-up on the main job's :class:`Case`
+(ddlearn's subdomains), or both. Every method's KSP in the main job has the options prefix
+:func:`prefix` (the name, hyphens as underscores, then ``_``), so ``-twolevel_ksp_monitor`` or
+``-gamg_tuned_pc_gamg_threshold 0.05`` reach one method only; defaults set here go into the
+options database only where the user set nothing (:func:`set_defaults`).
+
+Nothing here loads torch until a learned method runs: the classical studies need no learned
+extra.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,15 +29,20 @@ from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.coarse import grid_basis
 from ddlearn.decomposition.petsc_rows import RowLayout
-from ddlearn.learned.operators import checkpoint
-from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
-from ddlearn.pc import SchwarzAttentionPC, TwoLevelSchwarzPC, set_coordinates
+from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
+from ddlearn.pc.registry import load
 
-from . import learned
-from .options import PETSC_REFERENCE, set_defaults
+__all__ = ["Case", "Method", "METHODS", "MAIN_JOB", "LEARNED", "DEFAULT_METHODS",
+           "CONTRAST_METHODS", "run_methods", "parse_methods", "prefix", "set_defaults"]
 
-__all__ = ["Case", "METHODS", "DEFAULT_METHODS", "CONTRAST_METHODS", "run_methods",
-           "parse_methods", "prefix", "attention_enrichment"]
+
+def set_defaults(prefix: str | None, defaults: dict) -> None:
+    """Put ``defaults`` into the options database under ``prefix`` unless the user already set
+    them, so that command-line options always win (``-{prefix}{key} value``)."""
+    opts = PETSc.Options()
+    for key, value in defaults.items():
+        if not opts.hasName(f"{prefix or ''}{key}"):
+            opts.setValue(f"{prefix or ''}{key}", value)
 
 
 @dataclass
@@ -74,14 +85,6 @@ class Case:
         self.PhiP.destroy()
 
 
-def _none(pc, case):
-    pc.setType(PETSc.PC.Type.NONE)
-
-
-def _jacobi(pc, case):
-    pc.setType(PETSc.PC.Type.JACOBI)
-
-
 def _asm(pc, case):
     configure_asm(pc, case.layout, "basic")
 
@@ -93,13 +96,12 @@ def _twolevel(pc, case):
 
 def _mg_gdsw(pc, case):
     # PETSc's GDSW coarse space converts A to MATIS, whose subdomains are the ranks' rows; the
-    # smoother is our one-level ASM, so only the coarse space differs from `twolevel`
-    # (PETSC_REFERENCE's "mg-gdsw" has PETSc's ASM as its smoother)
+    # smoother is our one-level ASM on the case's subdomains, so only the coarse space differs
+    # from `twolevel` (the entry's options have PETSc's ASM, one block per rank, as smoother)
     set_defaults(pc.getOptionsPrefix(), {
-        "pc_mg_galerkin": "both", "pc_mg_type": "additive",
-        "pc_mg_adapt_interp_coarse_space": "gdsw",
-        "mg_levels_ksp_type": "richardson", "mg_levels_ksp_max_it": 1,
-        "mg_coarse_pc_type": "redundant", "mg_coarse_redundant_pc_type": "lu"})
+        k: v for k, v in METHODS["mg-gdsw"].options.items() if k not in (
+            "pc_type", "pc_mg_levels", "mg_levels_pc_type", "mg_levels_pc_asm_type",
+            "mg_levels_sub_pc_type")})
     pc.setType(PETSc.PC.Type.MG)
     pc.setMGLevels(2)
     pc.setFromOptions()
@@ -118,74 +120,91 @@ def _ddlearn(coarse):
     return configure
 
 
-def _gamg(pc, case):
-    pc.setType(PETSc.PC.Type.GAMG)
+@dataclass(frozen=True)
+class Method:
+    """One preconditioner of the comparisons.
+
+    Attributes
+    ----------
+    options
+        PETSc options-database entries (no prefix) that make it, for PETSc's own
+        preconditioners: a study sets them under its prefix and reads them with
+        ``setFromOptions``; the main job does the same where ``configure`` is None
+    configure
+        ``(pc, case)``: its set-up on the main job's :class:`Case`, on the case's subdomains
+        (where PETSc's ASM of ``options`` has one block per rank); for a learned method the
+        ``"module:name"`` of ``(pc, case, checkpoint) -> None``
+    learned
+        the ``"module:name"`` of the function that trains the method's model or loads it from
+        the cache, ``(case, settings) -> (path, train_s)``; both are imported when the method
+        runs (:func:`ddlearn.pc.registry.load`: torch only for learned methods)
+    one_rank
+        a factorisation PETSc has on one rank only (no parallel direct solver in this build):
+        a study factors on rank 0; not in the main job
+    """
+
+    options: dict = field(default_factory=dict)
+    configure: Callable | str | None = None
+    learned: str | None = None
+    one_rank: bool = False
 
 
-def _gamg_tuned(pc, case):
-    # GAMG as the GenEO literature compares against it (PETSC_REFERENCE's)
-    set_defaults(pc.getOptionsPrefix(), {k: v for k, v in PETSC_REFERENCE["gamg-tuned"].items()
-                                         if k != "pc_type"})
-    pc.setType(PETSc.PC.Type.GAMG)
-    pc.setFromOptions()
+#: the learned methods' torch side, imported when one runs
+_LEARNED = "ddlearn.harness.learned"
 
-
-def _attention(pc, case, path):
-    pc.setType(PETSc.PC.Type.PYTHON)
-    pc.setPythonContext(SchwarzAttentionPC(path=path, mode="attention"))
-
-
-def attention_enrichment(path: str, case: Case) -> sp.csr_matrix:
-    r"""The trained paper-form operator's local factors as coarse vectors,
-    :math:`[\Phi \mid R_i^TD_i^{1/2}Q_i]_i` (natural numbering): two-level Schwarz with this
-    Galerkin coarse space is SPD whatever the training did, while the operator itself is
-    singular (rank :math:`\le \sum_i r_i + r_0 < n`)."""
-    # the problem check refuses a checkpoint of another problem, grid or dimension
-    model, _ = checkpoint.load(path, problem=case.problem.describe())
-    idx, sqrtD, Q = model.idx.numpy(), model.sqrtD.numpy(), model.Q.detach().numpy()
-    keep = sqrtD > 0
-    cols = [sp.csr_matrix(((sqrtD[i, keep[i], None] * Q[i, keep[i]]).ravel(),
-                           (np.repeat(idx[i, keep[i]], Q.shape[2]),
-                            np.tile(np.arange(Q.shape[2]), keep[i].sum()))),
-                          shape=(case.dec.n, Q.shape[2])) for i in range(case.dec.N)]
-    return sp.hstack([case.Phi, *cols]).tocsr()
-
-
-def _attention_coarse(pc, case, path):
-    pc.setType(PETSc.PC.Type.PYTHON)
-    pc.setPythonContext(TwoLevelSchwarz(case.layout, case.layout.phi(
-        attention_enrichment(path, case)), "basic"))
-
-
-def _learned_insitu(pc, case, path):
-    pc.setType(PETSc.PC.Type.PYTHON)
-    pc.setPythonContext(TwoLevelSchwarzPC(LearnedInsitu(path)))
-
-
-# Learned methods: how to obtain the checkpoint (train or load from the cache), then the PC.
-LEARNED = {
-    "attention": (learned.attention_operator, _attention),
-    "attention-coarse": (learned.attention_operator, _attention_coarse),
-    "learned_insitu": (learned.learned_preconditioner, _learned_insitu),
-}
-
-
+#: The one registry, one entry per method, for the main job and every study. PETSc's own:
+#: ASM with exact blocks and the basic restriction; GAMG with its defaults and *tuned* (both
+#: read the matrix's near-null space); PCMG two-level additive with PETSc's GDSW coarse space;
+#: a sparse Cholesky with nested dissection.
+#:
+#: ``gamg-tuned`` is GAMG as the GenEO literature compares against it: a drop threshold of
+#: 0.01 on the strength graph (the range 0.01-0.05 the literature tunes in), Chebyshev/Jacobi
+#: smoothing (PETSc's default). With its defaults (threshold -1: keep every edge) GAMG needs
+#: 171 CG iterations on 3D inclusions of contrast 1e6 at 32^3 where 0.01 needs 14: the
+#: defaults are no baseline for high contrast.
+#:
+#: ``gamg-sor`` is the same with symmetric SOR sweeps (Richardson) as the smoother instead of
+#: Chebyshev/Jacobi: Chebyshev's bounds come from an estimate of the largest eigenvalue of the
+#: Jacobi-scaled level operator, which stiff inclusions in elasticity make too low, and then the
+#: V-cycle is indefinite (``DIVERGED_INDEFINITE_PC`` under CG after 4 iterations on the
+#: time-to-solution study's P1 inclusions, 9 450 dofs, with the estimate's 50 iterations too);
+#: SSOR needs no estimate and keeps the cycle SPD (26 iterations there).
+#:
+#: ``mg-gdsw`` has one subdomain per rank, always: PETSc builds its GDSW space on the matrix
+#: converted to MATIS, one local subdomain per process. It is therefore measured where a study's
+#: subdomains are its ranks (time to solution, weak scaling, the elasticity study, the main
+#: job), not in the studies that fix N apart from the rank count (16-256 subdomains on 2 ranks).
 METHODS = {
-    "none": _none,
-    "jacobi": _jacobi,
-    "asm": _asm,
-    "twolevel": _twolevel,
-    "mg-gdsw": _mg_gdsw,
-    "gdsw": _ddlearn("gdsw"),
-    "nicolaides": _ddlearn("nicolaides"),
-    "spectral": _ddlearn("spectral"),
-    "gamg": _gamg,
-    "gamg-tuned": _gamg_tuned,
-    "learned": _ddlearn("learned"),
-    "attention": None,
-    "attention-coarse": None,
-    "learned_insitu": None,
+    "none": Method({"pc_type": "none"}),
+    "jacobi": Method({"pc_type": "jacobi"}),
+    "asm": Method({"pc_type": "asm", "pc_asm_type": "basic", "sub_pc_type": "lu"}, _asm),
+    "twolevel": Method(configure=_twolevel),
+    "mg-gdsw": Method({"pc_type": "mg", "pc_mg_levels": "2", "pc_mg_galerkin": "both",
+                       "pc_mg_type": "additive", "pc_mg_adapt_interp_coarse_space": "gdsw",
+                       "mg_levels_pc_type": "asm", "mg_levels_pc_asm_type": "basic",
+                       "mg_levels_sub_pc_type": "lu", "mg_levels_ksp_type": "richardson",
+                       "mg_levels_ksp_max_it": "1", "mg_coarse_pc_type": "redundant",
+                       "mg_coarse_redundant_pc_type": "lu"}, _mg_gdsw),
+    "gdsw": Method(configure=_ddlearn("gdsw")),
+    "nicolaides": Method(configure=_ddlearn("nicolaides")),
+    "spectral": Method(configure=_ddlearn("spectral")),
+    "gamg": Method({"pc_type": "gamg"}),
+    "gamg-tuned": Method({"pc_type": "gamg", "pc_gamg_threshold": "0.01"}),
+    "gamg-sor": Method({"pc_type": "gamg", "pc_gamg_threshold": "0.01",
+                        "mg_levels_ksp_type": "richardson", "mg_levels_pc_type": "sor"}),
+    "cholesky": Method({"ksp_type": "preonly", "pc_type": "cholesky",
+                        "pc_factor_mat_ordering_type": "nd"}, one_rank=True),
+    "learned": Method(configure=_ddlearn("learned")),
+    "attention": Method(configure=f"{_LEARNED}:configure_attention",
+                        learned=f"{_LEARNED}:attention_operator"),
+    "attention-coarse": Method(configure=f"{_LEARNED}:configure_attention_coarse",
+                               learned=f"{_LEARNED}:attention_operator"),
+    "learned_insitu": Method(configure=f"{_LEARNED}:configure_learned_insitu",
+                             learned=f"{_LEARNED}:learned_preconditioner"),
 }
+#: the main job's methods (``-methods``) and among them the learned ones
+MAIN_JOB = tuple(name for name, m in METHODS.items() if not m.one_rank)
+LEARNED = tuple(name for name, m in METHODS.items() if m.learned)
 #: the example's default comparison
 DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "gamg-tuned",
                    "mg-gdsw", "attention", "attention-coarse", "learned")
@@ -202,10 +221,10 @@ def prefix(name: str) -> str:
 def parse_methods(spec: str) -> list[str]:
     """Comma list of method names, validated (same answer on every rank)."""
     names = [m.strip() for m in spec.split(",") if m.strip()]
-    unknown = [m for m in names if m not in METHODS]
+    unknown = [m for m in names if m not in MAIN_JOB]
     if unknown or not names:
         raise ValueError(f"unknown method(s) {unknown or spec!r}; choose from "
-                         f"{', '.join(METHODS)}")
+                         f"{', '.join(MAIN_JOB)}")
     return names
 
 
@@ -225,16 +244,24 @@ def run_methods(case: Case, names, b: PETSc.Vec, ksp_type: str = "cg",
             # arithmetic, half the synchronisations on oversubscribed ranks (a harness choice;
             # the library's runner leaves the user's CG variant alone)
             set_defaults(prefix(m), {"ksp_cg_single_reduction": "true"})
-        if m not in LEARNED:
-            results.append(solve(case.A, b, lambda pc, f=METHODS[m]: f(pc, case), method=m,
-                                 ksp_type=ksp_type, rtol=rtol, max_it=max_it, prefix=prefix(m)))
-            continue
-        settings = settings or learned.LearnedSettings()
-        obtain, configure = LEARNED[m]
-        path, train_s = obtain(case, settings)
-        res = solve(case.A, b, lambda pc: configure(pc, case, path), method=m,
+        method, path, train_s = METHODS[m], None, 0.0
+        if method.learned:
+            path, train_s = load(method.learned)(
+                case, settings or load(f"{_LEARNED}:LearnedSettings")())
+        res = solve(case.A, b, lambda pc: _configure(pc, case, method, path), method=m,
                     ksp_type=ksp_type, rtol=rtol,
                     max_it=min(max_it, 100) if m == "attention" else max_it, prefix=prefix(m))
         res.train_s = train_s
         results.append(res)
     return results
+
+
+def _configure(pc, case: Case, method: Method, path: str | None) -> None:
+    """``method``'s set-up on ``case``: its own, or its options under the KSP's prefix."""
+    if method.configure is None:
+        set_defaults(pc.getOptionsPrefix(), method.options)
+        pc.setFromOptions()
+    elif method.learned:
+        load(method.configure)(pc, case, path)
+    else:
+        method.configure(pc, case)

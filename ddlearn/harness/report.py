@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from . import bench  # noqa: E402
 
-__all__ = ["format_table", "format_report", "headline", "plot_histories", "HEADLINE"]
+__all__ = ["format_table", "format_report", "headline", "plot_histories", "save_figure",
+           "plt", "HEADLINE"]
 
 #: the default main job's tables, in the README's headline: (JSON in results/main_job, column)
 HEADLINE = (("main_job_poisson2d.json", "Poisson"),
@@ -94,6 +95,14 @@ def headline(reports: list[dict], names: list[str]) -> str:
         f"`python -m ddlearn.harness.report --headline`.", 96)])
 
 
+def save_figure(fig, path: str, dpi: int = 110) -> str:
+    """Write ``fig`` to ``path`` (tight layout) and free it: every study's plots end here."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
 def plot_histories(results, path: str, title: str = "") -> None:
     """Semilog plot of relative residual norm against iteration, one line per method."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -105,9 +114,7 @@ def plot_histories(results, path: str, title: str = "") -> None:
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, 120)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

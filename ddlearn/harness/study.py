@@ -5,10 +5,11 @@ A study ``benchmarks/<study>.py`` parses its command line with :func:`.bench.par
 :func:`.bench.parse` (``--out``, ``--quick``, ``--report``, ``--resume`` and its own options),
 runs its cases x methods through :class:`Rows` (each row written atomically with the run's
 provenance as it is measured, so an interrupted study keeps what it measured and
-``--resume`` runs only the rest), and with ``--report`` prints its tables from the JSON into
-``README.md`` (:func:`.bench.write_readme`, :func:`.bench.markdown_table`) and draws its plots.
-A new study is its cases, its methods (:mod:`.methods`, :data:`.options.PETSC_REFERENCE`) and
-its tables.
+``--resume`` runs only the rest), solves with the one solve loop (:mod:`.systems`) and with
+``--report`` prints its tables from the JSON into ``README.md`` (:func:`.bench.write_readme`
+with the "Measured by" provenance list, :func:`.bench.markdown_table`) and draws its plots
+(:func:`.report.save_figure`). A new study is its cases, its methods (names of
+:data:`.methods.METHODS`, a PETSc reference by its entry's ``options``) and its tables.
 """
 from __future__ import annotations
 

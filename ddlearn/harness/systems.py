@@ -9,7 +9,7 @@ the one solve loop.
   solved once, with ``n_0`` and ddlearn's set-up split (the elasticity program and studies);
   :func:`solve_with_options` the same under a method's options, a failure recorded;
 - :func:`pc_solves`: CG with ``ddlearn.pc.TwoLevelSchwarzPC`` (or one of PETSc's reference
-  preconditioners, :data:`ddlearn.harness.options.PETSC_REFERENCE`: GAMG with its defaults or
+  preconditioners, :data:`ddlearn.harness.methods.METHODS`: GAMG with its defaults or
   tuned) on several right-hand sides, with the set-up split and the coarse space's summary.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from petsc4py import PETSc
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 
 from .bench import failure, wall
-from .options import PETSC_REFERENCE
+from .methods import METHODS
 
 __all__ = ["natural_matrix", "solve_once", "coarse_size", "solve_from_options",
            "solve_with_options", "pc_solves"]
@@ -45,7 +45,7 @@ _REASONS = {v: k for k, v in vars(PETSc.KSP.ConvergedReason).items() if isinstan
 
 
 def solve_once(ksp: PETSc.KSP, A: PETSc.Mat, b: PETSc.Vec, x: PETSc.Vec) -> dict:
-    """Solve ``A x = b`` with the set-up ``ksp`` (collective): ``solve_s`` (slowest rank),
+    r"""Solve ``A x = b`` with the set-up ``ksp`` (collective): ``solve_s`` (slowest rank),
     ``iterations``, ``reason`` (its number), ``reason_name``, ``converged`` and the true
     relative residual ``rnorm_true`` :math:`= \|b - Ax\| / \|b\|` (which CG's recursive
     residual can drift from at high contrast)."""
@@ -128,7 +128,7 @@ def solve_with_options(A: PETSc.Mat, b: PETSc.Vec, options: dict) -> dict:
 def pc_solves(A: PETSc.Mat, b: list, N: int, config: dict | str | None) -> dict:
     """Set up CG (rtol 1e-8 on the unpreconditioned residual, at most 3000 iterations) with
     ``TwoLevelSchwarzPC(subdomains=N, **config)`` for a dictionary ``config``, or with PETSc's
-    reference preconditioner ``PETSC_REFERENCE[config]`` for a name (``"gamg"``: GAMG's
+    reference preconditioner ``METHODS[config].options`` for a name (``"gamg"``: GAMG's
     defaults, ``"gamg-tuned"``: threshold 0.01; ``None`` is ``"gamg"``; its options under the
     prefix ``reference_<name>_``, where the command line's win; N unused), and solve every right-hand side of ``b``:
     iterations (-1: not converged), the worst true relative residual, set-up and mean solve
@@ -143,12 +143,12 @@ def pc_solves(A: PETSc.Mat, b: list, N: int, config: dict | str | None) -> dict:
     reference = "gamg" if config is None else config if isinstance(config, str) else None
     opts, options = PETSc.Options(), {}
     if reference is not None:
-        if reference not in PETSC_REFERENCE:
+        if reference not in METHODS or not METHODS[reference].options:
             raise ValueError(f"unknown reference preconditioner {reference!r}; choose from "
-                             f"{', '.join(PETSC_REFERENCE)} or give TwoLevelSchwarzPC's "
+                             f"{', '.join(m for m in METHODS if METHODS[m].options)} or give TwoLevelSchwarzPC's "
                              f"settings as a dict")
         prefix = f"reference_{reference.replace('-', '_')}_"
-        options = {prefix + k: v for k, v in PETSC_REFERENCE[reference].items()
+        options = {prefix + k: v for k, v in METHODS[reference].options.items()
                    if not opts.hasName(prefix + k)}
         for k, v in options.items():
             opts.setValue(k, v)
