@@ -71,7 +71,7 @@ from ddlearn.decomposition.problems import family_problem_name, make_problem  # 
 from ddlearn.harness import bench, fem  # noqa: E402
 from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
-from ddlearn.harness.systems import solve_once  # noqa: E402
+from ddlearn.classical.krylov import solve_once  # noqa: E402
 from ddlearn.harness.methods import METHODS as REGISTRY  # noqa: E402
 from ddlearn.pc import set_coordinates  # noqa: E402
 

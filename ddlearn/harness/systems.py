@@ -1,10 +1,10 @@
 """The linear systems the benchmarks solve as a user's program would hand them to the PC, and
-the one solve loop.
+how they are solved: every solve is the one solve of a set-up KSP,
+:func:`ddlearn.classical.krylov.solve_once` (iterations, reason, true relative residual
+:math:`\|b - Ax\| / \|b\|`, the slowest rank's seconds).
 
 - :func:`natural_matrix`: a problem's matrix in the natural ordering, PETSc's default rows,
   the grid coordinates attached;
-- :func:`solve_once`: one solve of a set-up KSP: iterations, reason, true relative residual
-  :math:`\|b - Ax\| / \|b\|` and the slowest rank's seconds (every solve below is one);
 - :func:`solve_from_options`: a KSP from the options database (CG by default), set up and
   solved once, with ``n_0`` and ddlearn's set-up split (the elasticity program and studies);
   :func:`solve_with_options` the same under a method's options, a failure recorded;
@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 from petsc4py import PETSc
 
+from ddlearn.classical.krylov import solve_once
 from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 
 from .bench import failure, wall
 from .methods import METHODS
 
-__all__ = ["natural_matrix", "solve_once", "coarse_size", "solve_from_options",
+__all__ = ["natural_matrix", "coarse_size", "solve_from_options",
            "solve_with_options", "pc_solves"]
 
 
@@ -38,27 +39,6 @@ def natural_matrix(problem) -> PETSc.Mat:
     A.assemble()
     set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
     return A
-
-
-#: PETSc's converged / diverged reasons by number
-_REASONS = {v: k for k, v in vars(PETSc.KSP.ConvergedReason).items() if isinstance(v, int)}
-
-
-def solve_once(ksp: PETSc.KSP, A: PETSc.Mat, b: PETSc.Vec, x: PETSc.Vec) -> dict:
-    r"""Solve ``A x = b`` with the set-up ``ksp`` (collective): ``solve_s`` (slowest rank),
-    ``iterations``, ``reason`` (its number), ``reason_name``, ``converged`` and the true
-    relative residual ``rnorm_true`` :math:`= \|b - Ax\| / \|b\|` (which CG's recursive
-    residual can drift from at high contrast)."""
-    seconds = wall(lambda: ksp.solve(b, x), A.getComm().tompi4py())
-    r = b.duplicate()
-    A.mult(x, r)
-    r.aypx(-1.0, b)
-    reason = int(ksp.getConvergedReason())
-    out = {"solve_s": seconds, "iterations": ksp.getIterationNumber(), "reason": reason,
-           "reason_name": _REASONS.get(reason, str(reason)), "converged": reason > 0,
-           "rnorm_true": r.norm() / b.norm()}
-    r.destroy()
-    return out
 
 
 def coarse_size(ksp: PETSc.KSP) -> int | None:
