@@ -23,14 +23,15 @@ are PETSc options:
   -field_seed S        seed of a random_* coefficient field (default 200000, the first test
                        seed: never used to train the shipped model)
   -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,mg-gdsw,
-                       spectral,gamg,gamg-tuned,attention,attention-coarse,learned,
+                       spectral,gamg,gamg-tuned,gamg-sor,attention,attention-coarse,learned,
                        learned_insitu (default: none,jacobi,asm,twolevel,spectral,gamg,
                        gamg-tuned,mg-gdsw,attention,attention-coarse,learned on Poisson;
                        asm,twolevel,spectral,learned,gamg,gamg-tuned,mg-gdsw on the coefficient
                        fields); method M's KSP has the options prefix M_ (hyphens as
                        underscores: -gamg_tuned_ksp_monitor)
-                       gamg: PETSc's GAMG with its defaults; gamg-tuned: threshold 0.01
-                       (ddlearn.harness.methods.METHODS["gamg-tuned"].options)
+                       gamg: PETSc's GAMG with its defaults; gamg-tuned: threshold 0.01;
+                       gamg-sor: tuned with SOR smoothing (ddlearn.harness.methods.METHODS[
+                       name].options)
                        twolevel: classical two-level Schwarz with the -coarse_space below;
                        nicolaides, gdsw, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
                        that coarse space on the same N and overlap (learned: the pretrained

@@ -115,6 +115,25 @@ def test_example_learned_methods_train_then_load_from_cache(tmp_path):
     assert second["learned_insitu"]["iterations"] == first["learned_insitu"]["iterations"]
 
 
+def test_cache_names_carry_the_checkpoint_format(monkeypatch):
+    """A cache filled under an earlier checkpoint format is never read (a user's old
+    ``.ddlearn-cache`` does not stop the main job): the format's version is part of the key
+    that names every cached model."""
+    from ddlearn.decomposition.problems import make_problem
+    from ddlearn.harness import learned
+    from ddlearn.harness.methods import Case
+    from ddlearn.nn import checkpoint
+
+    case = Case.build(make_problem("poisson1d", 63), 4, 2)
+    try:
+        now = learned.cache_path(case, "attention", {"steps": 10}, "cache")
+        assert learned.cache_path(case, "attention", {"steps": 10}, "cache") == now
+        monkeypatch.setattr(checkpoint, "VERSION", checkpoint.VERSION - 1)
+        assert learned.cache_path(case, "attention", {"steps": 10}, "cache") != now
+    finally:
+        case.destroy()
+
+
 @pytest.mark.mpi
 def test_example_pretrained_learned_coarse_space_on_unseen_fields(tmp_path):
     """The default two tables (Poisson, then an unseen random channels field) with the shipped

@@ -34,6 +34,7 @@ from ddlearn.learned.operators.distributed import DistributedSchwarzAttention, P
 from ddlearn.learned.coarse.pc_training import PCTrainConfig, train_preconditioner
 from ddlearn.decomposition.timing import Timer
 from ddlearn.learned.operators.training import fit_scale, train
+from ddlearn.nn import checkpoint as nn_checkpoint
 from ddlearn.nn.trainer import TrainConfig
 from ddlearn.classical.twolevel import TwoLevelSchwarz
 from ddlearn.learned.coarse.learned_insitu import LearnedInsitu
@@ -82,10 +83,13 @@ class LearnedSettings:
 
 
 def cache_path(case, kind: str, settings: dict, cache: str) -> str:
-    """Checkpoint file for ``kind`` trained with ``settings`` on ``case``."""
+    """Checkpoint file for ``kind`` trained with ``settings`` on ``case``. The checkpoint
+    format's version is part of the key: a cache filled by an earlier format is never read
+    (its files keep their names and are simply not looked up), the model is trained again."""
     p, dec = case.problem, case.dec
     key = json.dumps({"problem": p.describe(), "overlap": dec.overlap, "boxes": list(dec.boxes),
-                      "coarse": case.coarse, **settings}, sort_keys=True, default=str)
+                      "coarse": case.coarse, "format": nn_checkpoint.VERSION, **settings},
+                     sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:10]
     grid = "x".join(map(str, p.grid))
     return os.path.join(cache, f"{p.name}-{grid}-N{dec.N}-o{dec.overlap}-{case.coarse}-"
