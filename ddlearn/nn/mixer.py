@@ -6,7 +6,10 @@ Every mixer of :data:`ddlearn.nn.registry.MIXERS` is a :class:`TokenMixer`: cons
 number of tokens, so that a model trained on one mesh runs on another. A mixer whose structure
 comes from the mesh (:attr:`TokenMixer.needs_layout`) takes a
 :class:`~ddlearn.nn.layout.TokenLayout` with :meth:`TokenMixer.set_layout`; the others ignore
-it.
+it. A mixer that reads the token coordinates themselves (:attr:`TokenMixer.needs_points`:
+Galerkin's positional channels, Transolver's grid convolutions) takes them with
+:meth:`TokenMixer.set_points`; :meth:`ddlearn.nn.model.NeuralOperator.use_mesh` gives every
+mixer both.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ class TokenMixer(nn.Module):
 
     name = "mixer"
     needs_layout = False
+    needs_points = False
 
     def __init__(self, channels: int, heads: int = 4):
         super().__init__()
@@ -45,10 +49,17 @@ class TokenMixer(nn.Module):
                              f"multiple of heads ({heads})")
         self.channels, self.heads, self.head_dim = int(channels), int(heads), channels // heads
         self.layout = None
+        self.points = None
 
     def set_layout(self, layout) -> None:
         """Use ``layout`` (a :class:`~ddlearn.nn.layout.TokenLayout`) from now on."""
         self.layout = layout
+
+    def set_points(self, coords) -> None:
+        """Use the token coordinates ``coords`` (shape ``(T, dim)``) from now on (kept only by
+        mixers that :attr:`needs_points`)."""
+        if self.needs_points:
+            self.points = torch.as_tensor(coords)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.channels:
@@ -59,6 +70,11 @@ class TokenMixer(nn.Module):
                 raise ValueError(f"{self.name} mixer has no token layout: call "
                                  f"set_layout(TokenLayout.build(coords, ...)) first")
             self.layout.check_tokens(x, f"{self.name} mixer")
+        if self.needs_points and (self.points is None or self.points.shape[0] != x.shape[1]):
+            got = "none" if self.points is None else f"{self.points.shape[0]} points"
+            raise ValueError(f"{self.name} mixer reads the token coordinates and has {got} for "
+                             f"{x.shape[1]} tokens: call set_points(coords) (or the model's "
+                             f"use_mesh(coords)) with this mesh's coordinates first")
         return self.mix(x)
 
     def mix(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract

@@ -93,11 +93,13 @@ class NeuralOperator(nn.Module):
 
     def use_mesh(self, coords) -> TokenLayout | None:
         """Build (cached) and set the token layout of the points ``coords`` ``(T, dim)`` from
-        the ``layout`` settings; returns it (``None`` for mixers that need none)."""
+        the ``layout`` settings, and give every mixer the points; returns the layout (``None``
+        for mixers that need none)."""
         layout = TokenLayout.build(coords, **self.config["layout"]) if self.needs_layout \
             else None
         for b in self.blocks:
             b.mixer.set_layout(layout)
+            b.mixer.set_points(coords)
         self.mesh = layout
         return layout
 
