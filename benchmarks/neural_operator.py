@@ -17,7 +17,7 @@ AdamW, one-cycle schedule, the same epochs, batch and training samples), on:
   a third of the epochs, scored on 100 held-out training samples);
 - ``multiscale``: the channels and inclusions sets (contrast 1e4, 50², input log10 kappa);
 - ``ablation``: the Schwarz mixer's overlap 0/1/2, subdomains 16/36/64, local-only,
-  coarse-only, softmax against Galerkin, pou against hats coarse basis, the levels summed in
+  coarse-only, softmax against Galerkin, nicolaides against hats coarse basis, the levels summed in
   every head (the paper's form) or side by side against on separate heads (the default),
   attention instead of :math:`\Phi` as the prolongation;
 - ``transfer``: the Darcy models of seed 0 evaluated on the 85² test set (no retraining).
@@ -54,7 +54,7 @@ MODELS = list(MIXERS) + ["fno"]
 BUDGET = {"width": 32, "depth": 3, "heads": 2, "mlp_ratio": 2, "latents": 32, "batch_size": 4,
           "epochs": 8, "train": 200, "validation": 100, "weight_decay": 1e-4,
           "lrs": [3e-4, 1e-3, 3e-3], "seeds": [0, 1, 2],
-          "schwarz": {"subdomains": 36, "overlap": 1, "partitioner": "boxes", "coarse": "pou",
+          "schwarz": {"subdomains": 36, "overlap": 1, "partitioner": "boxes", "coarse": "nicolaides",
                       "attention": "softmax", "levels": "both", "combine": "split",
                       "prolongation": "phi"}}
 QUICK = {**BUDGET, "width": 16, "depth": 1, "latents": 8, "batch_size": 4, "epochs": 2,

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ddlearn.decomposition.coarse import grid_basis, interface_hats, nicolaides, q1_hats
+from ddlearn.decomposition.coarse import grid_basis, interface_hats, q1_hats
 from ddlearn.decomposition import Decomposition
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.classical.reference import coarse_matrix
@@ -41,7 +41,7 @@ def test_q1_hats_2d():
 
 @pytest.mark.parametrize("grid,N", [((100,), 6), ((20, 20), 9)])
 def test_nicolaides_partition_of_unity(grid, N):
-    Phi = nicolaides(Decomposition(grid, N, 2)).toarray()
+    Phi = grid_basis("nicolaides", Decomposition(grid, N, 2)).toarray()
     assert Phi.shape[1] == N and Phi.min() >= 0
     np.testing.assert_allclose(Phi.sum(axis=1), 1.0, atol=1e-14)
 

@@ -111,7 +111,7 @@ def test_equivariant_to_a_permutation_of_the_tokens(name):
 @pytest.mark.parametrize("attention", ["softmax", "galerkin"])
 def test_schwarz_equivariant_with_the_layout_of_the_permuted_points(partitioner, attention):
     """Boxes and RCB cut by coordinate value, so on points with distinct coordinates the
-    subdomains (and the pou coarse basis) move with the tokens; 3D, overlap 2."""
+    subdomains (and the nicolaides coarse basis) move with the tokens; 3D, overlap 2."""
     pts = random_points(90, 3, seed=2)
     perm = np.random.default_rng(6).permutation(len(pts))
     kw = dict(subdomains=8, overlap=2, partitioner=partitioner)
@@ -240,14 +240,14 @@ def reference(m, L: TokenLayout, x: np.ndarray) -> np.ndarray:
 
 
 CASES = [  # dim, points, N, partitioner, coarse, overlap
-    (2, "grid", 4, "boxes", "pou", 0),
+    (2, "grid", 4, "boxes", "nicolaides", 0),
     (2, "grid", 6, "boxes", "hats", 1),
     (2, "random", 4, "boxes", "hats", 2),
-    (2, "random", 5, "rcb", "pou", 1),
-    (2, "grid", 4, "metis", "pou", 2),
+    (2, "random", 5, "rcb", "nicolaides", 1),
+    (2, "grid", 4, "metis", "nicolaides", 2),
     (3, "grid", 8, "boxes", "hats", 1),
-    (3, "random", 6, "rcb", "pou", 2),
-    (3, "random", 4, "metis", "pou", 0),
+    (3, "random", 6, "rcb", "nicolaides", 2),
+    (3, "random", 4, "metis", "nicolaides", 0),
 ]
 
 
@@ -291,7 +291,7 @@ def test_schwarz_combinations_equal_the_dense_reference(attention, combine, prol
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_layout_subdomains_partition_of_unity_and_coarse_basis(case):
     r""":math:`I_i` = the tokens within ``overlap`` graph layers of part ``i``;
-    :math:`\sum_i R_i^TD_iR_i = I`; :math:`\Phi\ge 0` with rows summing to one, and for ``pou``
+    :math:`\sum_i R_i^TD_iR_i = I`; :math:`\Phi\ge 0` with rows summing to one, and for ``nicolaides``
     :math:`\Phi e_i = R_i^TD_iR_i\mathbf 1`."""
     dim, kind, N, partitioner, coarse, overlap = case
     pts = case_points(dim, kind)
@@ -311,7 +311,7 @@ def test_layout_subdomains_partition_of_unity_and_coarse_basis(case):
     assert np.all(L.index[L.sqrt_D == 0] == T)  # padding points at the dummy token
     Phi = dense_phi(L)
     assert Phi.min() >= 0 and np.allclose(Phi.sum(axis=1), 1.0, rtol=0, atol=1e-14)
-    if coarse == "pou":
+    if coarse == "nicolaides":
         for i, (I, w) in enumerate(index_sets(L)):
             col = np.zeros(T)
             col[I] = w ** 2

@@ -59,3 +59,23 @@ def test_rcb_breaks_ties_by_point_number():
     pts = np.zeros((10, 2))
     pts[:, 0] = [1, 0, 1, 0, 1, 0, 1, 0, 1, 1]  # four 0s: the fifth point on the left is 0
     np.testing.assert_array_equal(rcb_partition(pts, 2), [0, 0, 1, 0, 1, 0, 1, 0, 1, 1])
+
+
+def test_every_partitioner_reaches_the_token_layouts():
+    """One registry: every name of PARTITIONERS is a choice of TokenLayout.build; those that
+    need what a point set lacks are refused naming the layout's keyword, not a PC option."""
+    from ddlearn.decomposition.partition import PARTITIONERS
+    from ddlearn.nn.layout import TokenLayout
+    g = np.linspace(0.0, 1.0, 12)
+    coords = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
+    built = {}
+    for name in PARTITIONERS:
+        try:
+            built[name] = TokenLayout.build(coords, subdomains=4, partitioner=name)
+        except ValueError as e:
+            assert "partitioner=" in str(e) and "-ddlearn_" not in str(e), str(e)
+    assert {"boxes", "rcb", "metis", "local_metis"} <= set(built)
+    # on one process local_metis is METIS on the whole graph
+    np.testing.assert_array_equal(built["local_metis"].part, built["metis"].part)
+    for layout in built.values():
+        assert np.all(np.bincount(layout.part, minlength=4) > 0)

@@ -15,13 +15,16 @@ families that use them (by name, with their options) are :mod:`ddlearn.classical
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
 from .structured import Decomposition
 
-__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "pou_columns", "nicolaides",
-           "GRID_BASES", "grid_basis"]
+__all__ = ["interface_hats", "q1_hats", "grid_hats", "hats_on_boxes", "pou_columns",
+           "BasisInput", "nicolaides_basis", "hats_basis", "COARSE_BASES", "coarse_basis",
+           "grid_basis"]
 
 
 def _hats_1d(m: int, offsets: np.ndarray) -> sp.csr_matrix:
@@ -88,13 +91,6 @@ def pou_columns(sets, weights, Z, first):
             np.concatenate(vals))
 
 
-def nicolaides(dec: Decomposition) -> sp.csr_matrix:
-    r"""Nicolaides coarse space :math:`\Phi e_i = R_i^T D_i \mathbf 1`, shape ``(n, N)``."""
-    rows, cols, vals = pou_columns(dec.subdomains, [dec.D(i) for i in range(dec.N)],
-                                   [np.ones((len(I), 1)) for I in dec.subdomains], range(dec.N))
-    return sp.csr_matrix((vals, (rows, cols)), shape=(dec.n, dec.N))
-
-
 def _hat_pairs(H: sp.csr_matrix, index: np.ndarray):
     """Columns and values of rows ``index`` of a 1D hat matrix (at most two hats are nonzero at
     a point), padded to two per row with zero values."""
@@ -134,30 +130,73 @@ def grid_hats(dec: Decomposition) -> sp.csr_matrix:
     return interface_hats(dec) if len(dec.grid) == 1 else q1_hats(dec)
 
 
-#: the coarse spaces of a structured :class:`Decomposition` by name (what the paper-form
-#: operators and their checkpoints name by ``coarse``)
-GRID_BASES = {"hats": grid_hats, "nicolaides": nicolaides}
+@dataclass
+class BasisInput:
+    r"""What a coarse basis is built from, PETSc-free: the ``tokens`` points, the overlapping
+    sets :math:`I_i` and multiplicities :math:`m_j` (:math:`D_i = \mathrm{diag}(1/m_j)`), and
+    the box grid where the partition has one: ``dec`` (a structured decomposition) or
+    ``boxes`` (``(axis_index, offsets)`` of a box partition of points)."""
+
+    tokens: int
+    sets: list
+    multiplicity: np.ndarray
+    boxes: tuple | None = None
+    dec: Decomposition | None = None
+
+    @classmethod
+    def of_grid(cls, dec: Decomposition) -> "BasisInput":
+        return cls(dec.n, dec.subdomains, dec.multiplicity, None, dec)
 
 
-def grid_basis(name: str, dec: Decomposition) -> sp.csr_matrix:
-    r""":math:`\Phi` of the coarse space ``name`` of :data:`GRID_BASES` on ``dec`` (zeros
-    dropped).
+def nicolaides_basis(inp: BasisInput) -> sp.csr_matrix:
+    r"""Nicolaides coarse space :math:`\Phi e_i = R_i^T D_i \mathbf 1`, shape ``(T, N)``."""
+    N = len(inp.sets)
+    rows, cols, vals = pou_columns(inp.sets, [1.0 / inp.multiplicity[I] for I in inp.sets],
+                                   [np.ones((len(I), 1)) for I in inp.sets], range(N))
+    return sp.csr_matrix((vals, (rows, cols)), shape=(inp.tokens, N))
+
+
+def hats_basis(inp: BasisInput) -> sp.csr_matrix:
+    """The interface hats of the box grid: :func:`grid_hats` on a structured decomposition,
+    :func:`hats_on_boxes` on a box partition of points."""
+    if inp.dec is not None:
+        return grid_hats(inp.dec)
+    if inp.boxes is None:
+        raise ValueError("the hats coarse basis lives on a box grid and this partition has "
+                         "none: partition by boxes, or use the nicolaides coarse basis")
+    return hats_on_boxes(*inp.boxes)
+
+
+#: the PETSc-free coarse bases by name: what the paper-form operators, their checkpoints
+#: (``coarse``) and the token layouts (``TokenLayout.build(coarse=...)``) choose from. A new one
+#: is a function of a :class:`BasisInput` and one line here.
+COARSE_BASES = {"hats": hats_basis, "nicolaides": nicolaides_basis}
+
+
+def coarse_basis(name: str, inp: BasisInput) -> sp.csr_matrix:
+    r""":math:`\Phi` of the coarse basis ``name`` of :data:`COARSE_BASES` (zeros dropped).
 
     Raises
     ------
     ValueError
-        For an unknown name, or an empty basis (hats on a box grid with one box along an
-        axis).
+        For an unknown name, hats without a box grid, or an empty basis (hats on a box grid
+        with one box along an axis).
     """
-    if name not in GRID_BASES:
+    if name not in COARSE_BASES:
         # the other families (gdsw, spectral, ...) are built from a matrix's subdomains by the PC
-        raise ValueError(f"unknown coarse space {name!r} on a structured grid decomposition: "
-                         f"the {name} coarse space has no form on a structured grid (the "
-                         f"families built from a matrix's subdomains run in -pc_type ddlearn); "
-                         f"choose one of {', '.join(GRID_BASES)}")
-    Phi = GRID_BASES[name](dec)
+        raise ValueError(f"unknown coarse space {name!r}: the {name} coarse space has no "
+                         f"form on a structured grid or a point cloud (the families built from a "
+                         f"matrix's subdomains run in -pc_type ddlearn); choose one of "
+                         f"{', '.join(COARSE_BASES)}")
+    Phi = COARSE_BASES[name](inp)
     if Phi.shape[1] == 0:
-        raise ValueError(f"the {name} coarse space is empty for box grid {dec.boxes}: use more "
-                         f"subdomains per direction or the nicolaides coarse space")
+        where = f"box grid {inp.dec.boxes}" if inp.dec is not None else "this box partition"
+        raise ValueError(f"the {name} coarse space is empty for {where}: use more subdomains "
+                         f"per direction or the nicolaides coarse space")
     Phi.eliminate_zeros()
     return Phi
+
+
+def grid_basis(name: str, dec: Decomposition) -> sp.csr_matrix:
+    """:func:`coarse_basis` on a structured decomposition."""
+    return coarse_basis(name, BasisInput.of_grid(dec))

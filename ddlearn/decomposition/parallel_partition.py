@@ -21,9 +21,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from petsc4py import PETSc
 
-__all__ = ["DistributedGraph", "distinct_values", "rcb_labels", "rank_shares",
+__all__ = ["gather_rows", "DistributedGraph", "distinct_values", "rcb_labels", "rank_shares",
            "assign_holders", "redistribute", "grow_overlap_parallel"]
 
 #: entries of the histogram one RCB selection step allreduces (groups x buckets), at most
@@ -66,6 +65,16 @@ def _pattern(rows: np.ndarray, cols: np.ndarray, shape) -> sp.csr_matrix:
     return M
 
 
+def gather_rows(comm, M: sp.csr_matrix) -> sp.csr_matrix | None:
+    """Each rank's rows ``M`` (in rank order) stacked into one scipy CSR matrix on rank 0
+    (``None`` elsewhere; collective over ``comm``, a PETSc or mpi4py communicator): the inverse
+    of :func:`~.petsc_rows.scatter_rows`. :math:`O(n)` on rank 0: only the paths that say so
+    call it."""
+    mpi = comm.tompi4py() if hasattr(comm, "tompi4py") else comm
+    parts = mpi.gather(M, root=0)
+    return sp.vstack(parts).tocsr() if parts is not None else None
+
+
 class DistributedGraph:
     r"""This rank's rows of a symmetric graph of ``n`` nodes distributed in contiguous row
     blocks (``ranges``, one offset per rank and the end): ``rows``, shape ``(local, n)``,
@@ -81,8 +90,8 @@ class DistributedGraph:
         self.n = int(self.ranges[-1])
 
     @classmethod
-    def from_matrix(cls, A: PETSc.Mat, bs: int = 1) -> "DistributedGraph":
-        r"""The nodes' graph of ``A``, symmetrised: node :math:`a` and :math:`c 
+    def from_matrix(cls, A, bs: int = 1) -> "DistributedGraph":
+        r"""The nodes' graph of the PETSc matrix ``A``, symmetrised: node :math:`a` and :math:`c 
 e a` coupled
         if :math:`a_{jl} 
 e 0` or :math:`a_{lj} 

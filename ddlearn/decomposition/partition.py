@@ -1,12 +1,15 @@
-r"""The partitioners: how the rows of any assembled matrix are cut into ``N`` non-overlapping
-parts, by name (``-<prefix>ddlearn_partition NAME``, :data:`PARTITIONERS`), and their serial
-definitions.
+r"""The partitioners: how the rows of any assembled matrix, or a point cloud, are cut into ``N``
+non-overlapping parts, by name (``-<prefix>ddlearn_partition NAME``, ``TokenLayout.build(...,
+partitioner=NAME)``: :data:`PARTITIONERS`, the one list), and their serial definitions.
 
-A partitioner is one function ``f(inp: PartitionInput) -> Labels``, collective: every rank
-labels its own nodes (node :math:`a` is dofs :math:`b a .. b a + b - 1` for block size
-:math:`b`) with parts ``0..N-1``. A new partitioner is that function and one line in
-:data:`PARTITIONERS`. :class:`~.subdomains.Subdomains` then sends each part to the rank owning
-most of its rows, grows it by graph layers and forms the partition of unity. The partitioners:
+A partitioner is one function ``f(inp: PartitionInput) -> Labels``, collective over the graph's
+communicator: every rank labels its own nodes (node :math:`a` is dofs :math:`b a .. b a + b - 1`
+for block size :math:`b`) with parts ``0..N-1``. A new partitioner is that function and one
+line in :data:`PARTITIONERS`, and both users see it:
+:class:`~.subdomains.Subdomains` (a PETSc matrix: it sends each part to the rank owning most of
+its rows, grows it by graph layers and forms the partition of unity) and
+:func:`partition_points` (the serial call on one process's points and graph, what the token
+layouts of :mod:`ddlearn.nn` build on). The module imports no PETSc. The partitioners:
 
 - ``boxes``: coordinates split into a box grid ``N = N_x N_y [N_z]``
   (:func:`~.structured.box_grid`), per axis by the sorted distinct coordinate values, so that
@@ -36,15 +39,19 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
-from petsc4py import PETSc
+from mpi4py import MPI
 
 from .collective import collective_check
-from .petsc_rows import column_groups, gather_rows
-from .parallel_partition import DistributedGraph, distinct_values, rank_shares, rcb_labels
+from .parallel_partition import (DistributedGraph, distinct_values, gather_rows, rank_shares,
+                                 rcb_labels)
 from .serial_partition import box_partition, grow_overlap, metis_partition, rcb_partition
 
-__all__ = ["PartitionInput", "Labels", "PARTITIONERS", "default_partitioner", "box_partition",
-           "rcb_partition", "metis_partition", "grow_overlap"]
+__all__ = ["PartitionInput", "Labels", "PARTITIONERS", "default_partitioner",
+           "partition_points", "box_partition", "rcb_partition", "metis_partition",
+           "grow_overlap"]
+
+#: the keyword of :meth:`ddlearn.nn.layout.TokenLayout.build` for each option named in errors
+_KEYWORDS = {"partition": "partitioner"}
 
 
 @dataclass
@@ -53,10 +60,9 @@ class PartitionInput:
 
     Attributes
     ----------
-    A : PETSc.Mat
-        The matrix (its own numbering and row distribution).
     graph : DistributedGraph
-        This rank's rows of the nodes' symmetrised graph.
+        This rank's rows of the nodes' symmetrised graph (its communicator is the
+        partitioner's).
     points : ndarray or None
         This rank's nodes' coordinates, shape ``(local nodes, dim)``; ``None`` on every rank
         when none were given.
@@ -64,20 +70,35 @@ class PartitionInput:
         The number of parts asked for (``-<prefix>ddlearn_subdomains``).
     block_size : int
         Dofs per node.
-    prefix : str
-        The PC's options prefix followed by ``ddlearn_``, for the options named in errors.
+    prefix : str or None
+        The PC's options prefix followed by ``ddlearn_``, for the options named in errors;
+        ``None``: the caller is a token layout, and errors name its keywords.
+    matrix : PETSc.Mat or None
+        The matrix itself, where one exists (its rows' entries; only ``groups`` reads them).
+    groups : ndarray or None
+        The offsets of the matrix's column groups (:func:`~.petsc_rows.column_groups`), where
+        it carries them.
     """
 
-    A: PETSc.Mat
     graph: DistributedGraph
     points: np.ndarray | None
     N: int
     block_size: int = 1
-    prefix: str = "ddlearn_"
+    prefix: str | None = "ddlearn_"
+    matrix: object = None
+    groups: np.ndarray | None = None
 
     @property
-    def comm(self):
-        return self.A.getComm()
+    def comm(self) -> MPI.Comm:
+        return self.graph.mpi
+
+    def option(self, name: str, value) -> str:
+        """How the caller spells setting ``name`` to ``value``: ``-<prefix>name value`` for
+        the PC, ``keyword=value`` for a token layout."""
+        if self.prefix is None:
+            return f"{_KEYWORDS.get(name, name)}={value!r}" if isinstance(value, str) \
+                else f"{_KEYWORDS.get(name, name)}={value}"
+        return f"-{self.prefix}{name} {value}"
 
 
 @dataclass
@@ -93,14 +114,14 @@ class Labels:
 
 def _check_count(inp: PartitionInput) -> None:
     """Refuse, on every rank, a number of parts that is not between the ranks and the nodes."""
-    comm, N, prefix = inp.comm, inp.N, inp.prefix
+    comm, N, opt = inp.comm, inp.N, inp.option
     nodes = inp.graph.n
     what = "nodes" if inp.block_size > 1 else "rows"
     collective_check(comm, int(N) == N and 1 <= N <= nodes,
-                     f"-{prefix}subdomains {N} is not between 1 and the number of {what} "
-                     f"{nodes} of this matrix: use -{prefix}subdomains {nodes} or fewer")
-    collective_check(comm, N >= comm.getSize(),
-                     f"-{prefix}subdomains {N} is fewer than the {comm.getSize()} ranks: every "
+                     f"{opt('subdomains', N)} is not between 1 and the number of {what} "
+                     f"{nodes} of this matrix: use {opt('subdomains', nodes)} or fewer")
+    collective_check(comm, N >= comm.Get_size(),
+                     f"{opt('subdomains', N)} is fewer than the {comm.Get_size()} ranks: every "
                      f"rank needs a subdomain (PCASM); use at least one per rank")
 
 
@@ -108,19 +129,19 @@ def _needs_points(inp: PartitionInput, name: str) -> None:
     collective_check(inp.comm, inp.points is not None,
                      f"the {name!r} partitioner needs coordinates and none were given: attach "
                      f"them (ddlearn.pc.set_coordinates(pc or A, coords), or a DM with "
-                     f"coordinates on the KSP) or use -{inp.prefix}partition metis")
+                     f"coordinates on the KSP) or use {inp.option('partition', 'metis')}")
 
 
 def boxes(inp: PartitionInput) -> Labels:
     """Box grid of the coordinates (:func:`box_partition` on all ranks' distinct values)."""
     _needs_points(inp, "boxes")
     _check_count(inp)
-    values = distinct_values(inp.comm.tompi4py(), inp.points)
+    values = distinct_values(inp.comm, inp.points)
     error = None
     try:  # the values are all ranks': every rank raises or none
         part, axis_index, offsets = box_partition(inp.points, inp.N, values)
     except ValueError as e:
-        error = f"{e}: use fewer subdomains or -{inp.prefix}partition rcb/metis"
+        error = f"{e}: use fewer subdomains or {inp.option('partition', 'rcb')} (or metis)"
     collective_check(inp.comm, error is None, str(error))
     return Labels(part, inp.N, (axis_index, offsets))
 
@@ -137,7 +158,7 @@ def metis(inp: PartitionInput) -> Labels:
     """METIS on the whole graph, gathered on rank 0."""
     _check_count(inp)
     g = inp.graph
-    whole = gather_rows(inp.comm, g.rows)
+    whole = gather_rows(g.mpi, g.rows)
     part = metis_partition(whole, inp.N) if whole is not None else None
     pieces = np.split(part, g.ranges[1:-1]) if part is not None else None
     return Labels(g.mpi.scatter(pieces, root=0), inp.N)
@@ -151,9 +172,9 @@ def local_metis(inp: PartitionInput) -> Labels:
     shares = rank_shares(nodes, N)
     me = g.mpi.Get_rank()
     collective_check(inp.comm, shares[me] <= nodes[me],
-                     f"-{inp.prefix}partition local_metis gives this rank {shares[me]} of the "
-                     f"{N} subdomains but it owns {nodes[me]} nodes: use fewer subdomains or "
-                     f"-{inp.prefix}partition metis/rcb")
+                     f"{inp.option('partition', 'local_metis')} gives this rank {shares[me]} of "
+                     f"the {N} subdomains but it owns {nodes[me]} nodes: use fewer subdomains or "
+                     f"{inp.option('partition', 'metis')} (or rcb)")
     return Labels(int(shares[:me].sum()) + metis_partition(g.local_block(), int(shares[me])), N)
 
 
@@ -171,28 +192,29 @@ def groups(inp: PartitionInput) -> Labels:
     (:math:`S`: row-to-group incidence, :math:`A_{rr}` this rank's diagonal block); empty parts
     are dropped. Local: no gather; the parts are unions of neighbouring fine subdomains'
     coarse functions."""
-    A, comm, N, prefix = inp.A, inp.comm, inp.N, inp.prefix
-    breaks = column_groups(A)
-    collective_check(comm, breaks is not None,
+    A, mpi, N, opt = inp.matrix, inp.comm, inp.N, inp.option
+    breaks = inp.groups
+    collective_check(mpi, A is not None and breaks is not None,
                      f"the 'groups' partitioner cuts a coarse matrix along its column groups, "
-                     f"and this matrix carries none: use -{prefix}partition metis")
+                     f"and this {'matrix' if A is not None else 'point set'} carries none: use "
+                     f"{opt('partition', 'metis')}")
     _check_count(inp)
     lo, hi = A.getOwnershipRange()
     cuts = np.unique(np.concatenate([[lo, hi], breaks[(breaks > lo) & (breaks < hi)]]))
     mine = len(cuts) - 1 if hi > lo else 0
-    mpi = comm.tompi4py()
     counts = np.array(mpi.allgather(mine))
     total = int(counts.sum())
-    collective_check(comm, N <= total,
-                     f"-{prefix}subdomains {N}: this coarse matrix has {total} groups of coarse "
-                     f"functions (one per fine subdomain) on {comm.getSize()} ranks, so use "
-                     f"-{prefix}subdomains between {comm.getSize()} and {total}, or "
-                     f"-{prefix}partition metis to cut its rows instead")
+    P = mpi.Get_size()
+    collective_check(mpi, N <= total,
+                     f"{opt('subdomains', N)}: this coarse matrix has {total} groups of coarse "
+                     f"functions (one per fine subdomain) on {P} ranks, so use "
+                     f"{opt('subdomains', f'between {P} and {total}')}, or "
+                     f"{opt('partition', 'metis')} to cut its rows instead")
     shares = np.ones(len(counts), dtype=np.int64)
     for _ in range(N - len(counts)):  # the next part to the rank with most groups per part
         room = np.where(shares < counts, counts / shares, -1.0)
         shares[int(np.argmax(room))] += 1
-    share = int(shares[comm.getRank()])
+    share = int(shares[mpi.Get_rank()])
     indptr, indices, values = A.getValuesCSR()
     diagonal = (indices >= lo) & (indices < hi)
     row_of = np.repeat(np.arange(hi - lo), np.diff(indptr))
@@ -222,9 +244,33 @@ PARTITIONERS: dict[str, Callable[[PartitionInput], Labels]] = {
 }
 
 
-def default_partitioner(A: PETSc.Mat, has_coordinates: bool) -> str:
+def default_partitioner(has_groups: bool, has_coordinates: bool) -> str:
     """``groups`` on a coarse matrix carrying its column groups, else ``boxes`` with
     coordinates, ``metis`` (the graph alone) without."""
-    if column_groups(A) is not None:
+    if has_groups:
         return "groups"
     return "boxes" if has_coordinates else "metis"
+
+
+def partition_points(name: str, coords: np.ndarray, graph: sp.csr_matrix, N: int) -> Labels:
+    """``N`` parts of the points ``coords`` (shape ``(T, dim)``) with adjacency ``graph``
+    (symmetric, no diagonal) by the partitioner ``name`` of :data:`PARTITIONERS`, on this
+    process alone (the token layouts' call; errors name their keywords).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, a partitioner that needs what a point set lacks (``groups``), a
+        partitioner that does not give ``N`` parts here (``local``: one per process), or a
+        partition the points do not allow (more boxes along an axis than distinct
+        coordinates).
+    """
+    if name not in PARTITIONERS:
+        raise ValueError(f"unknown partitioner {name!r}: use one of {tuple(PARTITIONERS)}")
+    T = len(coords)
+    G = DistributedGraph(MPI.COMM_SELF, sp.csr_matrix(graph), np.array([0, T]))
+    found = PARTITIONERS[name](PartitionInput(G, coords, N, prefix=None))
+    if found.N != N:
+        raise ValueError(f"partitioner={name!r} makes {found.N} part(s) of one process's points "
+                         f"where {N} were asked for: use rcb, metis or boxes")
+    return found

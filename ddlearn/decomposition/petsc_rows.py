@@ -8,7 +8,7 @@ r"""PETSc row layouts: which rank owns which rows (and coarse columns) of a dist
   the only thing that crosses ranks.
 - Distributed AIJ matrices from each rank's rows (:func:`distributed_aij`,
   :func:`coarse_basis_matrix`), rows gathered on rank 0 and scattered back
-  (:func:`gather_rows`, :func:`scatter_rows`), and the ownership of a coarse vector (length
+  (:func:`~.parallel_partition.gather_rows`, :func:`scatter_rows`), and the ownership of a coarse vector (length
   :math:`n_0`) on the coarse rank or in contiguous blocks on the coarse ranks
   (:func:`coarse_owners`, :func:`coarse_ranges`), with what a coarse basis carries along
   (its column groups, its Galerkin matrix).
@@ -19,11 +19,12 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
+from .parallel_partition import gather_rows
 from .structured import Decomposition
 
 __all__ = ["RowLayout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
-           "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin", "gather_rows",
+           "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin",
            "gather_matrix", "scatter_rows"]
 
 
@@ -99,13 +100,6 @@ def coarse_ranges(size: int, owners, n0: int, breaks=None) -> np.ndarray:
     sizes = np.zeros(size, dtype=np.int64)
     sizes[owners] = np.diff(ends)
     return np.concatenate([[0], np.cumsum(sizes)])
-
-
-def gather_rows(comm, M: sp.csr_matrix) -> sp.csr_matrix | None:
-    """Each rank's rows ``M`` (in rank order) stacked into one scipy CSR matrix on rank 0
-    (``None`` elsewhere; collective): the inverse of :func:`scatter_rows`."""
-    parts = comm.tompi4py().gather(M, root=0)
-    return sp.vstack(parts).tocsr() if parts is not None else None
 
 
 def gather_matrix(A: PETSc.Mat) -> sp.csr_matrix | None:

@@ -23,8 +23,7 @@ import scipy.sparse as sp
 
 from .structured import box_grid, split
 
-__all__ = ["box_partition", "rcb_partition", "metis_partition", "grow_overlap",
-           "POINT_PARTITIONERS", "partition_points"]
+__all__ = ["box_partition", "rcb_partition", "metis_partition", "grow_overlap"]
 
 
 def box_partition(coords: np.ndarray, N: int, values=None):
@@ -125,38 +124,3 @@ def grow_overlap(G: sp.csr_matrix, part: np.ndarray, N: int, overlap: int) -> sp
     for _ in range(overlap):
         S = ((step @ S) != 0).astype(np.int32)
     return S.tocsc()
-
-
-def _boxes(coords: np.ndarray, graph: sp.csr_matrix, N: int):
-    part, axis_index, offsets = box_partition(coords, N)
-    return part, (axis_index, offsets)
-
-
-def _rcb(coords: np.ndarray, graph: sp.csr_matrix, N: int):
-    return rcb_partition(coords, N), None
-
-
-def _metis(coords: np.ndarray, graph: sp.csr_matrix, N: int):
-    return metis_partition(graph, N), None
-
-
-#: the serial partitioners of a point cloud with its graph, by name: ``f(coords, graph, N) ->
-#: (part, boxes)``, ``boxes`` the ``(axis_index, offsets)`` of a box grid (what the hat coarse
-#: basis lives on) or ``None``. A new one is its function and one line here; the token layouts
-#: of :mod:`ddlearn.nn` offer every name.
-POINT_PARTITIONERS = {"boxes": _boxes, "rcb": _rcb, "metis": _metis}
-
-
-def partition_points(name: str, coords: np.ndarray, graph: sp.csr_matrix, N: int):
-    """``N`` parts of the points ``coords`` (shape ``(T, dim)``) with adjacency ``graph`` by the
-    partitioner ``name`` of :data:`POINT_PARTITIONERS`: ``(part, boxes)``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name, or a partition the points do not allow (more boxes along an axis
-        than distinct coordinates).
-    """
-    if name not in POINT_PARTITIONERS:
-        raise ValueError(f"unknown partitioner {name!r}: use one of {tuple(POINT_PARTITIONERS)}")
-    return POINT_PARTITIONERS[name](coords, graph, N)

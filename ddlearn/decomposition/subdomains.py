@@ -32,6 +32,7 @@ from .collective import collective_check
 from .parallel_partition import (DistributedGraph, assign_holders, grow_overlap_parallel,
                                  redistribute)
 from .partition import PARTITIONERS, PartitionInput, default_partitioner
+from .petsc_rows import column_groups
 from .timing import Timer
 
 __all__ = ["Subdomains", "rows_fingerprint", "node_dofs"]
@@ -200,7 +201,8 @@ class Subdomains:
                          "coordinates were given on some ranks only: give every rank the "
                          "coordinates of its own rows (an empty array where it owns none)")
         has = given[0]
-        partitioner = partitioner or default_partitioner(A, has)
+        groups = column_groups(A)
+        partitioner = partitioner or default_partitioner(groups is not None, has)
         collective_check(comm, partitioner in PARTITIONERS,
                          f"unknown partitioner {partitioner!r} (-{prefix}partition); choose one "
                          f"of {', '.join(PARTITIONERS)}")
@@ -210,7 +212,7 @@ class Subdomains:
         graph = DistributedGraph.from_matrix(A, bs)
         timer.lap("graph_s")
         pts = cls._node_coordinates(A, coordinates, bs) if has else None
-        found = PARTITIONERS[partitioner](PartitionInput(A, graph, pts, N, bs, prefix))
+        found = PARTITIONERS[partitioner](PartitionInput(graph, pts, N, bs, prefix, A, groups))
         labels, N = found.part, found.N
         counts = np.bincount(labels, minlength=N).astype(np.int64)
         mpi.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)

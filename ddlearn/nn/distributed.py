@@ -53,7 +53,7 @@ it contributes, zero on one rank; the allreduce algorithm's own internal message
 business and not counted); :func:`exchange_plan` predicts the ghost and reverse rows of every
 rank from the layout alone (no communication), for any ``P``. The ghost bytes of a rank depend
 on the boundary of its own subdomains towards other ranks only, the coarse allreduce payload on
-:math:`n_0` (one column per subdomain with the default ``pou`` basis): it grows with the number
+:math:`n_0` (one column per subdomain with the default ``nicolaides`` basis): it grows with the number
 of subdomains.
 """
 from __future__ import annotations

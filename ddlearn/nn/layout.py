@@ -3,17 +3,18 @@ cloud, built once from the token coordinates and cached.
 
 A layout of ``T`` tokens at points :math:`p_t\in\mathbb R^{dim}` holds, as in the solver:
 
-- ``N`` non-overlapping parts from one of the project's partitioners of points (``boxes``,
-  ``rcb``, ``metis``, ...:
-  :data:`~ddlearn.decomposition.serial_partition.POINT_PARTITIONERS`), each grown by ``overlap`` layers of
-  the token graph into the overlapping index set :math:`I_i` (:math:`R_i` its restriction);
+- ``N`` non-overlapping parts from one of the solver's partitioners (``boxes``, ``rcb``,
+  ``metis``, ...: :data:`~ddlearn.decomposition.partition.PARTITIONERS`, the one list, called on
+  this process's points by :func:`~ddlearn.decomposition.partition.partition_points`), each
+  grown by ``overlap`` layers of the token graph into the overlapping index set :math:`I_i` (:math:`R_i` its restriction);
 - the partition of unity :math:`D_i = \mathrm{diag}(1/m_t,\ t\in I_i)` with :math:`m_t` the
   number of sets containing token ``t``, so that :math:`\sum_i R_i^TD_iR_i = I`;
-- a coarse basis :math:`\Phi\in\mathbb R^{T\times n_0}` whose rows sum to one: ``pou`` (the
-  default, one column per subdomain, :math:`\Phi e_i = R_i^TD_iR_i\mathbf 1`, Nicolaides' space)
-  or ``hats`` (the Q1 interface hats of a box partition,
-  :func:`~ddlearn.decomposition.coarse.hats_on_boxes`, completed to a partition of unity near
-  the boundary by a last column).
+- a coarse basis :math:`\Phi\in\mathbb R^{T\times n_0}` of
+  :data:`~ddlearn.decomposition.coarse.COARSE_BASES` (the one list, shared with the paper-form
+  operators), completed where its rows sum below one by a last column, so that they sum to one:
+  ``nicolaides`` (the default, one column per subdomain, :math:`\Phi e_i = R_i^TD_iR_i\mathbf
+  1`, already a partition of unity) or ``hats`` (the Q1 interface hats of a box partition,
+  :func:`~ddlearn.decomposition.coarse.hats_on_boxes`, completed near the boundary).
 
 The token graph is given (a mesh's adjacency) or built from the coordinates: every token's
 neighbours up to the distance of its ``2 dim``-th nearest one, ties included (so that the graph
@@ -35,13 +36,12 @@ import scipy.sparse as sp
 import torch
 from scipy.spatial import cKDTree
 
-from ..decomposition.coarse import hats_on_boxes, pou_columns
+from ..decomposition.coarse import COARSE_BASES, BasisInput
 from ..decomposition.record import DecompositionRecord
-from ..decomposition.serial_partition import POINT_PARTITIONERS, grow_overlap, partition_points
+from ..decomposition.partition import PARTITIONERS, partition_points
+from ..decomposition.serial_partition import grow_overlap
 
-__all__ = ["TokenLayout", "token_graph", "COARSE_BASES"]
-
-COARSE_BASES = ("pou", "hats")
+__all__ = ["TokenLayout", "token_graph"]
 
 #: the most recently built layouts by fingerprint (bounded: a long run over many meshes keeps
 #: only the last few)
@@ -101,7 +101,7 @@ class TokenLayout(DecompositionRecord):
 
     @classmethod
     def build(cls, coords, subdomains: int | None = None, overlap: int = 1,
-              partitioner: str = "boxes", coarse: str = "pou", subdomain_size: int | None = None,
+              partitioner: str = "boxes", coarse: str = "nicolaides", subdomain_size: int | None = None,
               graph: sp.spmatrix | None = None) -> "TokenLayout":
         r"""The layout of the points ``coords`` (shape ``(T, dim)``), cached.
 
@@ -113,10 +113,11 @@ class TokenLayout(DecompositionRecord):
         overlap : int
             Graph layers added to every part (0: non-overlapping).
         partitioner : str
-            A name of :data:`~ddlearn.decomposition.serial_partition.POINT_PARTITIONERS`
-            (``boxes``, ``rcb``, ``metis``).
-        coarse : {'pou', 'hats'}
-            ``hats`` needs ``partitioner='boxes'``.
+            A name of :data:`~ddlearn.decomposition.partition.PARTITIONERS` that cuts a point
+            set (``boxes``, ``rcb``, ``metis``, ``local_metis``).
+        coarse : str
+            A name of :data:`~ddlearn.decomposition.coarse.COARSE_BASES` (``nicolaides``,
+            ``hats``); ``hats`` needs ``partitioner='boxes'``.
         subdomain_size : int, optional
             Target tokens per part, so that a finer mesh gets more subdomains of the same size
             (``boxes`` on a tensor grid: per axis, its points over the box side
@@ -137,14 +138,14 @@ class TokenLayout(DecompositionRecord):
         if not np.all(np.isfinite(coords)):
             raise ValueError("coords contain NaN or inf: pass finite token coordinates")
         T, dim = coords.shape
-        if partitioner not in POINT_PARTITIONERS:
+        if partitioner not in PARTITIONERS:
             raise ValueError(f"unknown partitioner {partitioner!r}: use one of "
-                             f"{tuple(POINT_PARTITIONERS)}")
+                             f"{tuple(PARTITIONERS)}")
         if coarse not in COARSE_BASES:
-            raise ValueError(f"unknown coarse basis {coarse!r}: use one of {COARSE_BASES}")
+            raise ValueError(f"unknown coarse basis {coarse!r}: use one of {tuple(COARSE_BASES)}")
         if coarse == "hats" and partitioner != "boxes":
             raise ValueError("coarse='hats' needs partitioner='boxes' (hats live on a box grid); "
-                             "use coarse='pou' with rcb or metis")
+                             "use coarse='nicolaides' with rcb or metis")
         counts = [len(np.unique(coords[:, a])) for a in range(dim)]
         if subdomains is None and subdomain_size and partitioner == "boxes" \
                 and int(np.prod(counts)) == T:
@@ -171,10 +172,8 @@ class TokenLayout(DecompositionRecord):
             _CACHE.move_to_end(fp)
             return _CACHE[fp]
         G = token_graph(coords) if graph is None else sp.csr_matrix(graph, dtype=np.float64)
-        try:
-            part, hats = partition_points(partitioner, coords, G, N)
-        except ValueError as e:
-            raise ValueError(f"{e}: use fewer subdomains or partitioner='rcb'") from None
+        found = partition_points(partitioner, coords, G, N)
+        part, hats = found.part, found.boxes
         empty = np.flatnonzero(np.bincount(part, minlength=N) == 0)
         if len(empty):
             raise ValueError(f"the {partitioner} partition of {T} tokens into {N} parts left "
@@ -183,14 +182,12 @@ class TokenLayout(DecompositionRecord):
         S = grow_overlap(G, part, N, int(overlap)).tocsc()  # (T, N) incidence of the I_i
         m = np.asarray(S.sum(axis=1)).ravel()
         sets = np.split(S.indices, S.indptr[1:-1])
-        if coarse == "pou":
-            rows, cols, vals = pou_columns(sets, [1.0 / m[I] for I in sets],
-                                           [np.ones((len(I), 1)) for I in sets], range(N))
-            Phi = sp.csr_matrix((vals, (rows, cols)), shape=(T, N))
-        else:
-            H = hats_on_boxes(*hats).tocsr()
-            rest = 1.0 - np.asarray(H.sum(axis=1)).ravel()
-            Phi = sp.hstack([H, sp.csr_matrix(np.where(rest > 1e-14, rest, 0.0)[:, None])]).tocsr()
+        # an empty basis (hats with one box along an axis) leaves the completing column alone
+        Phi = COARSE_BASES[coarse](BasisInput(T, sets, m, hats)).tocsr()
+        rest = 1.0 - np.asarray(Phi.sum(axis=1)).ravel()
+        if (rest > 1e-14).any():  # complete to a partition of unity (pooling by weighted means)
+            Phi = sp.hstack([Phi, sp.csr_matrix(np.where(rest > 1e-14, rest, 0.0)[:, None])]
+                            ).tocsr()
         layout = cls(**cls.fields(sets, m, part, Phi), dim=dim, settings=settings,
                      fingerprint=fp)
         _CACHE[fp] = layout
