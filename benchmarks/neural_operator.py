@@ -11,8 +11,9 @@ depth, heads and MLPs; only the mixer differs) at equal parameters: the budget's
 a model more than 10 % off the Schwarz model's parameter count there (FLARE and FLARE++, whose
 keys and values are residual MLPs), the width nearest that count (:func:`matched_width`), and
 the ``neuraloperator`` package's FNO (:class:`ddlearn.harness.fno.GridFNO`, its width and modes
-chosen to match the parameter count within 10 %), trained with the same loop (:func:`ddlearn.nn.train.fit`: relative L2 loss,
-AdamW, one-cycle schedule, the same epochs, batch and training samples), on:
+chosen to match the parameter count within 10 %), trained with the same loop
+(:func:`ddlearn.nn.train.fit`: relative L2 loss, AdamW, one-cycle schedule, the same epochs,
+batch and training samples), on:
 
 - ``darcy``: FNO's Darcy flow at 43² (:mod:`ddlearn.harness.datasets`), three seeds per model,
   each model at the learning rate its own ``sweep`` chose (the same three rates for every model,

@@ -30,14 +30,14 @@ def softmax(s, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def residual_mlp(P, prefix, x, layers=3):
-    """``h0 = x + g(W0 x + b0)``, ``h_l = h_{l-1} + g(W_l h_{l-1} + b_l)``, ``h_L + W h_L + b``
-    (the authors' key / value map: widths equal, both residuals)."""
+def residual_mlp(P, prefix, x, layers=3, input_residual=True, output_residual=True):
+    """``h0 = [x +] g(W0 x + b0)``, ``h_l = h_{l-1} + g(W_l h_{l-1} + b_l)``,
+    ``[h_L +] W h_L + b`` (the authors' key / value map and feed-forward: both residuals)."""
     lin = lambda name, z: z @ P[f"{prefix}.{name}.weight"].T + P[f"{prefix}.{name}.bias"]
-    h = x + gelu_tanh(lin("fc_in", x))
+    h = gelu_tanh(lin("fc_in", x)) + (x if input_residual else 0.0)
     for l in range(layers):
         h = h + gelu_tanh(lin(f"hidden.{l}", h))
-    return h + lin("fc_out", h)
+    return lin("fc_out", h) + (h if output_residual else 0.0)
 
 
 def dense_flare(m, x, plus_plus=False):
@@ -161,6 +161,32 @@ def test_network_forward_shape_and_registry():
     assert y.shape == (3, 20, 2) and torch.isfinite(y).all()
     assert len(net.blocks) == 2 and isinstance(net.blocks[0].mixer, FLAREMixer)
     assert len(net.blocks[0].ffn.hidden) == 3 and len(net.embed.hidden) == 2
+
+
+def layer_norm(P, prefix, z, eps=1e-5):
+    z = (z - z.mean(-1, keepdims=True)) / np.sqrt(z.var(-1, keepdims=True) + eps)
+    return z * P[f"{prefix}.weight"] + P[f"{prefix}.bias"]
+
+
+def test_network_equals_its_formula():
+    r"""``h0 = P_in([p, a])`` (2 hidden layers, output residual), per block
+    ``g = h + FLARE(LN h)``, ``h = g + F(LN g)`` (3 hidden layers, both residuals),
+    ``u = P_out(LN h)`` (2 hidden layers, input residual), every piece by its formula."""
+    net = network(seed=2)
+    with torch.no_grad():  # biases and norms away from their 0 / 1 start
+        for name, p in net.named_parameters():
+            if name.endswith("bias") or "norm" in name or name.startswith("decode.0"):
+                p.add_(0.1 * torch.randn_like(p))
+    P = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    f = torch.randn(2, 13, 1, dtype=torch.float64)
+    c = torch.rand(13, 2, dtype=torch.float64)
+    z = np.concatenate([np.broadcast_to(c.numpy(), (2, 13, 2)), f.numpy()], axis=-1)
+    h = residual_mlp(P, "embed", z, 2, input_residual=False)
+    for b, block in enumerate(net.blocks):
+        h = h + dense_flare(block.mixer, layer_norm(P, f"blocks.{b}.norm1", h))
+        h = h + residual_mlp(P, f"blocks.{b}.ffn", layer_norm(P, f"blocks.{b}.norm2", h))
+    u = residual_mlp(P, "decode.1", layer_norm(P, "decode.0", h), 2, output_residual=False)
+    assert np.abs(net(f, c).detach().numpy() - u).max() <= 1e-12 * max(1.0, np.abs(u).max())
 
 
 def test_network_authors_initialisation():

@@ -27,7 +27,9 @@ its authors build it (:mod:`ddlearn.nn.flare`):
   FLARE's output ``Linear(C, C)``; no norms, no dropout;
 - **initialisation**: FLARE's (linear weights :math:`\mathcal N(0, 0.02^2)`, zero biases);
 - **heads, latents**: FLARE's rules and defaults (heads dividing the channels, 8 heads,
-  :math:`M = 64`); the paper's Darcy ablation reports :math:`M = 128`.
+  :math:`M = 64`); the paper's Darcy depth comparison (Fig. 3) is at :math:`M = 128`;
+- **not stated** in the text we have (the paper's sections after 2 and its appendix): the
+  seeds' initialisation and the per-benchmark heads and latents; FLARE's are used.
 """
 from __future__ import annotations
 
