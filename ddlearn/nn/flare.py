@@ -18,7 +18,8 @@ Per head :math:`h`, with keys and values from residual MLPs and latent queries
 
 The authors' settings, point by point (repository ``vpuri3/FLARE.py``, file
 ``pdebench/models/flare.py``: classes ``FLARE``, ``ResidualMLP``, ``FLAREModel``; defaults of
-``pdebench/__main__.py``; per-dataset runs in ``ablation/run_comp.sh``; paper Sec. 3):
+``pdebench/__main__.py``; per-dataset runs in ``ablation/run_comp.sh``; the encode/decode
+formula and the per-head latents from the paper's abstract and the repository's README):
 
 - **scale**: the logits are :math:`\tilde QK^T` and :math:`K\tilde Q^T` unscaled
   (``attn_scale=1.0``, the ``'one'`` default; ``'sqrt'`` is their non-default option);

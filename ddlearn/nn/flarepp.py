@@ -13,9 +13,9 @@ Per head :math:`h`, with FLARE's keys and values :math:`K = \mathrm{MLP}_K(X)`,
 :math:`O(TMd)` time, three SDPA calls per head (:func:`~ddlearn.nn.kernels.route` for the last
 two).
 
-Settings, point by point, from the paper (Sec. 1 and Fig. 1: "FLARE++ replaces only the static
-query parameter by one more SDPA call, everything else unchanged"; its suite swaps only the
-mixer in a matched backbone); the authors publish no FLARE++ code that we found (their FLARE
+Settings, point by point, from the paper (Sec. 1 and Fig. 1: FLARE++ replaces only FLARE's
+static query parameter by one more SDPA call of FLARE's encoder and leaves everything else
+unchanged; its suite swaps only the mixer in a matched backbone); the authors publish no FLARE++ code that we found (their FLARE
 repository ``vpuri3/FLARE.py`` holds none), so everything not named in the paper is FLARE's, as
 its authors build it (:mod:`ddlearn.nn.flare`):
 
