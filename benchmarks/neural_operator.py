@@ -7,10 +7,13 @@ r"""Neural operators with every token mixer in one backbone, on data made by the
     python benchmarks/neural_operator.py --report
 
 Every mixer of :data:`ddlearn.nn.MIXERS` in :class:`ddlearn.nn.model.NeuralOperator` (the same
-width, depth, heads and MLPs; only the mixer differs) and the ``neuraloperator`` package's FNO
-(:class:`ddlearn.harness.fno.GridFNO`, its width and modes chosen to match the parameter count
-within 10 %), trained with the same loop (:func:`ddlearn.nn.train.fit`: relative L2 loss,
-AdamW, one-cycle schedule, the same epochs, batch and training samples), on:
+depth, heads and MLPs; only the mixer differs) at equal parameters: the budget's width, or, for
+a model more than 10 % off the Schwarz model's parameter count there (FLARE and FLARE++, whose
+keys and values are residual MLPs), the width nearest that count (:func:`matched_width`), and
+the ``neuraloperator`` package's FNO (:class:`ddlearn.harness.fno.GridFNO`, its width and modes
+chosen to match the parameter count within 10 %), trained with the same loop
+(:func:`ddlearn.nn.train.fit`: relative L2 loss, AdamW, one-cycle schedule, the same epochs,
+batch and training samples), on:
 
 - ``darcy``: FNO's Darcy flow at 43² (:mod:`ddlearn.harness.datasets`), three seeds per model,
   each model at the learning rate its own ``sweep`` chose (the same three rates for every model,
@@ -72,8 +75,9 @@ ABLATIONS = {"overlap0": {"overlap": 0}, "overlap2": {"overlap": 2},
 MULTISCALE_MODELS = ["schwarz", "galerkin", "flare", "flare++"]
 
 
-def build(model: str, budget: dict, schwarz: dict | None = None):
-    """A model of the study by name: a mixer in the backbone, or the matching FNO."""
+def build(model: str, budget: dict, schwarz: dict | None = None, width: int | None = None):
+    """A model of the study by name: a mixer in the backbone (at :func:`matched_width` unless
+    ``width`` is given), or the matching FNO."""
     if model == "fno":
         ref = build("flare", budget)
         m = fno_matching(parameter_count(ref))
@@ -84,10 +88,21 @@ def build(model: str, budget: dict, schwarz: dict | None = None):
                "schwarz": {k: s[k] for k in ("attention", "levels", "combine", "prolongation")}
                }.get(model, {})
     layout = {k: s[k] for k in ("subdomains", "overlap", "partitioner", "coarse")}
-    return NeuralOperator(dim=2, width=budget["width"], depth=budget["depth"],
-                          heads=budget["heads"], mixer=model, mixer_options=options,
-                          layout=layout if model == "schwarz" else None,
+    return NeuralOperator(dim=2, width=width or matched_width(model, budget),
+                          depth=budget["depth"], heads=budget["heads"], mixer=model,
+                          mixer_options=options, layout=layout if model == "schwarz" else None,
                           mlp_ratio=budget["mlp_ratio"])
+
+
+def matched_width(model: str, budget: dict, tolerance: float = 0.1) -> int:
+    """The budget's width where ``model`` has the Schwarz model's parameter count there within
+    ``tolerance``; otherwise the multiple of the heads (up to 4 x the width) nearest it."""
+    count = lambda m, w: parameter_count(build(m, budget, width=w))
+    width, heads = budget["width"], budget["heads"]
+    target = count("schwarz", width)
+    if model == "schwarz" or abs(count(model, width) - target) <= tolerance * target:
+        return width
+    return min(range(heads, 4 * width + 1, heads), key=lambda w: abs(count(model, w) - target))
 
 
 def dataset(name: str, args, quick: bool):
@@ -137,6 +152,7 @@ def run_one(args, budget, run: str, model_name: str, data_name: str, seed: int, 
     norm = Normalizer.from_state(out["normalizer"])
     result = {"run": run, "model": model_name, "data": data_name, "seed": seed, "lr": lr,
               "epochs": epochs, "parameters": parameter_count(model),
+              "width": model.config.get("width"),
               "test_error": out["test_error"], "validation_error": error(model, val, data.coords,
                                                                           norm),
               "seconds_per_epoch": out["seconds_per_epoch"], "peak_mb": bench.peak_mb(),

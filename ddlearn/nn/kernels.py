@@ -78,16 +78,20 @@ def coarse_prolong(c: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     return out.index_add_(dim, rows, c.index_select(dim, cols) * _along(vals, c, dim))
 
 
-def route(queries: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale=None) -> torch.Tensor:
+def route(queries: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale=None,
+          attn_scale: float | None = None) -> torch.Tensor:
     r"""FLARE's encode/decode of ``[B, H, T, d]`` tokens through the latent ``queries``
     (``[H, M, d]`` or ``[B, H, M, d]``):
 
-    .. math:: Z = \mathrm{softmax}_{\text{tokens}}(\tilde QK^T/\sqrt d)\,V,\qquad
-              Y = \mathrm{softmax}_{\text{latents}}(K\tilde Q^T/\sqrt d)\,(sZ),
+    .. math:: Z = \mathrm{softmax}_{\text{tokens}}(a\,\tilde QK^T)\,V,\qquad
+              Y = \mathrm{softmax}_{\text{latents}}(a\,K\tilde Q^T)\,(sZ),
 
     ``[B, H, T, d']``; ``scale`` (``s``, broadcast against ``Z``, e.g. ``[H, M, 1]``) scales
-    the latent values between the two. Two fused ``scaled_dot_product_attention`` calls.
+    the latent values between the two; ``attn_scale`` is the logit scale :math:`a`
+    (``None``: SDPA's :math:`1/\sqrt d`; FLARE's authors use 1). Two fused
+    ``scaled_dot_product_attention`` calls.
     """
     Qs = queries.expand(k.shape[0], -1, -1, -1)
-    z = F.scaled_dot_product_attention(Qs, k, v)
-    return F.scaled_dot_product_attention(k, Qs, z if scale is None else z * scale)
+    z = F.scaled_dot_product_attention(Qs, k, v, scale=attn_scale)
+    return F.scaled_dot_product_attention(k, Qs, z if scale is None else z * scale,
+                                          scale=attn_scale)

@@ -9,14 +9,15 @@ comes from the mesh (:attr:`TokenMixer.needs_layout`) takes a
 it. A mixer that reads the token coordinates themselves (:attr:`TokenMixer.needs_points`:
 Galerkin's positional channels, Transolver's grid convolutions) takes them with
 :meth:`TokenMixer.set_points`; :meth:`ddlearn.nn.model.NeuralOperator.use_mesh` gives every
-mixer both.
+mixer both. A network of mixers takes ``fields [B, T, in_fields]`` on points
+``coords [T, dim]`` (:func:`check_inputs`).
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-__all__ = ["TokenMixer", "split_heads", "merge_heads"]
+__all__ = ["TokenMixer", "split_heads", "merge_heads", "check_inputs"]
 
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -29,6 +30,25 @@ def merge_heads(y: torch.Tensor) -> torch.Tensor:
     """``[B, H, T, d] -> [B, T, H d]``."""
     B, H, T, d = y.shape
     return y.transpose(1, 2).reshape(B, T, H * d)
+
+
+def check_inputs(fields: torch.Tensor, coords: torch.Tensor, in_fields: int, dim: int) -> None:
+    """Check the inputs of a network of mixers: ``fields`` ``[B, T, in_fields]``, ``coords``
+    ``[T, dim]``, all finite.
+
+    Raises
+    ------
+    ValueError
+        Naming the expected shape, or the NaN / inf.
+    """
+    if fields.dim() != 3 or fields.shape[-1] != in_fields:
+        raise ValueError(f"fields must have shape [batch, tokens, {in_fields}], got "
+                         f"{tuple(fields.shape)}")
+    if coords.shape != (fields.shape[1], dim):
+        raise ValueError(f"coords must have shape ({fields.shape[1]}, {dim}) (one point per "
+                         f"token), got {tuple(coords.shape)}")
+    if not (torch.isfinite(fields).all() and torch.isfinite(coords).all()):
+        raise ValueError("the inputs contain NaN or inf: clean or drop those samples")
 
 
 class TokenMixer(nn.Module):

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .layout import TokenLayout
+from .mixer import check_inputs
 from .registry import make_mixer
 
 __all__ = ["NeuralOperator", "Block"]
@@ -112,15 +113,7 @@ class NeuralOperator(nn.Module):
             For shapes that do not match the configuration or the layout, and for NaN or inf
             in the inputs.
         """
-        c = self.config
-        if fields.dim() != 3 or fields.shape[-1] != c["in_fields"]:
-            raise ValueError(f"fields must have shape [batch, tokens, {c['in_fields']}], got "
-                             f"{tuple(fields.shape)}")
-        if coords.shape != (fields.shape[1], c["dim"]):
-            raise ValueError(f"coords must have shape ({fields.shape[1]}, {c['dim']}) (one "
-                             f"point per token), got {tuple(coords.shape)}")
-        if not (torch.isfinite(fields).all() and torch.isfinite(coords).all()):
-            raise ValueError("the inputs contain NaN or inf: clean or drop those samples")
+        check_inputs(fields, coords, self.config["in_fields"], self.config["dim"])
         h = self.embed(torch.cat([coords.expand(fields.shape[0], -1, -1), fields], dim=-1))
         for block in self.blocks:
             h = block(h)

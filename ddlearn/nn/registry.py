@@ -1,15 +1,19 @@
-"""The token mixers and the operator-learning models by name: what a backbone, a checkpoint and
-the benchmarks choose from.
+"""The token mixers, the operator-learning models and the baselines' own networks by name: what
+a backbone, a checkpoint and the benchmarks choose from.
 
 A new mixer is its module (a :class:`~ddlearn.nn.mixer.TokenMixer` subclass) and one line in
 :data:`MIXERS`; a new operator-learning model (an ``nn.Module`` with ``kind`` and ``config``,
-:mod:`ddlearn.nn.operators`) is its class and one line in :data:`MODELS`.
+:mod:`ddlearn.nn.operators`) is its class and one line in :data:`MODELS`; a baseline in its
+authors' own network configuration (``forward(fields, coords)`` as
+:class:`~ddlearn.nn.model.NeuralOperator`, ``config["network"]`` its name) is its class and one
+line in :data:`NETWORKS`.
 """
 from __future__ import annotations
 
 from torch import nn
 
 from .flare import FLAREMixer
+from .flare_network import FLARENetwork
 from .flarepp import FLAREPlusPlusMixer
 from .galerkin import GalerkinMixer
 from .mixer import TokenMixer
@@ -18,7 +22,7 @@ from .physics import PhysicsAttentionMixer
 from .schwarz import SchwarzMixer
 from .softmax import SoftmaxMixer
 
-__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS"]
+__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS", "NETWORKS"]
 
 #: name -> class, in the study's order
 MIXERS: dict[str, type[TokenMixer]] = {c.name: c for c in (
@@ -37,6 +41,12 @@ MODELS: dict[str, type[nn.Module]] = {c.kind: c for c in (
     GlobalAttention,
     FLARE,
     FLAREPlusPlus,
+)}
+
+#: a baseline's own network (its authors' block, norms, initialisation, projections) ``name`` ->
+#: class: the study's second table, beside the one-backbone mixer swap
+NETWORKS: dict[str, type[nn.Module]] = {c.name: c for c in (
+    FLARENetwork,
 )}
 
 
