@@ -3,7 +3,9 @@ the benchmarks choose from.
 
 A new mixer is its module (a :class:`~ddlearn.nn.mixer.TokenMixer` subclass) and one line in
 :data:`MIXERS`; a new operator-learning model (an ``nn.Module`` with ``kind`` and ``config``,
-:mod:`ddlearn.nn.operators`) is its class and one line in :data:`MODELS`.
+:mod:`ddlearn.nn.operators`) is its class and one line in :data:`MODELS`; a baseline's network
+in its authors' own configuration (an ``nn.Module`` whose ``config["network"]`` is its name, the
+rest its constructor arguments) is its class and one line in :data:`NETWORKS`.
 """
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from .operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention
 from .physics import PhysicsAttentionMixer
 from .schwarz import SchwarzMixer
 from .softmax import SoftmaxMixer
+from .transolver_network import TransolverNetwork
 
-__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS"]
+__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS", "NETWORKS"]
 
 #: name -> class, in the study's order
 MIXERS: dict[str, type[TokenMixer]] = {c.name: c for c in (
@@ -38,6 +41,12 @@ MODELS: dict[str, type[nn.Module]] = {c.kind: c for c in (
     FLARE,
     FLAREPlusPlus,
 )}
+
+#: network name -> class: the baselines in their authors' own configuration (block, norms,
+#: initialisation), beside the one-backbone swap of their mixers
+NETWORKS: dict[str, type[nn.Module]] = {
+    "transolver": TransolverNetwork,
+}
 
 
 def mixer_class(name: str):
