@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ddlearn.nn import checkpoint, make_mixer
 from ddlearn.nn.data import grid_coords
+from ddlearn.nn.model import NeuralOperator
 from ddlearn.nn.physics import PhysicsAttentionMixer, tensor_grid_shape
 from ddlearn.nn.registry import NETWORKS
 from ddlearn.nn.transolver_network import TransolverNetwork
@@ -292,3 +293,16 @@ def test_network_checkpoint_round_trip(tmp_path):
     assert torch.equal(rebuilt(fields, coords), net(fields, coords))
     with pytest.raises(ValueError, match="made for another model or layout"):
         checkpoint.load(path, expect=network(form="points", dim=3, unified_pos=False).config)
+
+
+def test_grid_form_in_the_backbone_runs_on_two_resolutions():
+    """``NeuralOperator.use_mesh`` gives the grid form its points: one model on 9² and 17²."""
+    torch.manual_seed(0)
+    model = NeuralOperator(width=8, depth=1, heads=2, mixer="physics",
+                           mixer_options={"slices": 4, "form": "grid", "dim": 2}).double()
+    for side in (9, 17):
+        coords = torch.as_tensor(grid_coords((side, side)))
+        model.use_mesh(coords)
+        y = model(torch.rand(2, side * side, 1, dtype=torch.float64), coords)
+        assert y.shape == (2, side * side, 1) and torch.isfinite(y).all()
+    assert model.blocks[0].mixer.grid == (17, 17)
