@@ -89,7 +89,7 @@ def tensor_grid_shape(coords) -> tuple[int, ...]:
         stride *= counts[a]
     if stride != len(c) or not np.array_equal(index, np.arange(len(c))):
         raise ValueError(f"the {len(c)} points are not the tokens of a tensor grid in order x "
-                         f"fastest ({' x '.join(map(str, counts))} distinct coordinates per axis)")
+                         f"fastest ({' x '.join(map(str, counts))} distinct coordinates per axis, x first)")
     return tuple(counts[::-1])
 
 
