@@ -18,7 +18,7 @@ from ddlearn.nn import checkpoint as ckpt
 from ddlearn.nn.flare import FLAREMixer
 from ddlearn.nn.flare_network import FLARENetwork
 from ddlearn.nn.flarepp import FLAREPlusPlusMixer
-from ddlearn.nn.registry import NETWORKS
+from ddlearn.nn.registry import NETWORKS, build_network
 
 
 def gelu_tanh(z):
@@ -235,12 +235,12 @@ def test_network_checkpoint_round_trip(tmp_path):
     ckpt.save(path, net.config, net.state_dict(), epoch=3)
     saved = ckpt.load(path, expect=net.config)
     cfg = saved["config"]
-    again = NETWORKS[cfg["network"]].from_config(cfg).double()
+    again = build_network(cfg).double()
     again.load_state_dict(saved["state"])
     f = torch.randn(2, 15, 1, dtype=torch.float64)
     c = torch.rand(15, 2, dtype=torch.float64)
     assert torch.equal(again(f, c), net(f, c))
     with pytest.raises(ValueError, match="checkpoint .* was made for another model"):
         ckpt.load(path, expect=network(width=32).config)
-    with pytest.raises(ValueError, match="config is of network 'transolver', not 'flare'"):
-        FLARENetwork.from_config({**cfg, "network": "transolver"})
+    with pytest.raises(ValueError, match="config names network 'fare', which is not one of"):
+        build_network({**cfg, "network": "fare"})

@@ -77,7 +77,7 @@ class FLARENetwork(nn.Module):
     -----
     ``config`` holds ``network`` (this class's name in
     :data:`~ddlearn.nn.registry.NETWORKS`) and all constructor arguments, JSON-plain: a
-    checkpoint rebuilds the network with :meth:`from_config`.
+    checkpoint rebuilds the network with :func:`ddlearn.nn.registry.build_network`.
     """
 
     name = "flare"
@@ -98,14 +98,6 @@ class FLARENetwork(nn.Module):
             nn.LayerNorm(width), ResidualMLP(width, width, out_fields, IN_OUT_LAYERS, True, False))
         # the authors initialise the whole network at the end (the mixers' queries keep theirs)
         init_linear(self)
-
-    @classmethod
-    def from_config(cls, config: dict) -> "FLARENetwork":
-        """The network of a saved ``config`` (its ``network`` entry must be this class's)."""
-        if config.get("network") != cls.name:
-            raise ValueError(f"config is of network {config.get('network')!r}, not "
-                             f"{cls.name!r}: rebuild it with NETWORKS[config['network']]")
-        return cls(**{k: v for k, v in config.items() if k != "network"})
 
     def use_mesh(self, coords) -> None:
         """Nothing to set up: FLARE reads the coordinates only as input channels."""

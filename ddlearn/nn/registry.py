@@ -21,8 +21,9 @@ from .operators import FLARE, FLAREPlusPlus, GlobalAttention, SchwarzAttention
 from .physics import PhysicsAttentionMixer
 from .schwarz import SchwarzMixer
 from .softmax import SoftmaxMixer
+from .transolver_network import TransolverNetwork
 
-__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS", "NETWORKS"]
+__all__ = ["MIXERS", "mixer_class", "make_mixer", "MODELS", "NETWORKS", "build_network"]
 
 #: name -> class, in the study's order
 MIXERS: dict[str, type[TokenMixer]] = {c.name: c for c in (
@@ -47,6 +48,7 @@ MODELS: dict[str, type[nn.Module]] = {c.kind: c for c in (
 #: class: the study's second table, beside the one-backbone mixer swap
 NETWORKS: dict[str, type[nn.Module]] = {c.name: c for c in (
     FLARENetwork,
+    TransolverNetwork,
 )}
 
 
@@ -70,3 +72,20 @@ def make_mixer(name: str, channels: int, heads: int = 4, layout=None, **options)
     if mixer.needs_layout:
         mixer.set_layout(layout)
     return mixer
+
+
+def build_network(config: dict) -> nn.Module:
+    """The network of :data:`NETWORKS` that a saved ``config`` names (``config["network"]``),
+    built from the rest of it.
+
+    Raises
+    ------
+    ValueError
+        For a config that names no network of :data:`NETWORKS`.
+    """
+    name = config.get("network")
+    if name not in NETWORKS:
+        raise ValueError(f"config names network {name!r}, which is not one of {sorted(NETWORKS)}: "
+                         f"a config saved by a network of ddlearn.nn.registry.NETWORKS carries "
+                         f"its name under 'network'")
+    return NETWORKS[name](**{k: v for k, v in config.items() if k != "network"})
