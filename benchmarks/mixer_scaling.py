@@ -113,7 +113,7 @@ def measure(p: dict) -> dict:
         out["layout_s"] = time.perf_counter() - t
         out["layout"] = {k: v for k, v in layout.describe().items() if k != "fingerprint"}
         layout.tensors(torch.device("cpu"), dtype)  # set-up, as the parameters
-    m = make_mixer(p["mixer"], p["channels"], p["heads"], layout=layout,
+    m = make_mixer(p["mixer"], p["channels"], p["heads"], layout=layout, dim=p["dim"],
                    **p["options"]).to(dtype)
     # warm-up on a small grid: the first call of each kernel pages in library code and
     # initialises, which is no part of the step's memory
@@ -121,10 +121,12 @@ def measure(p: dict) -> dict:
     if layout is not None:
         m.set_layout(TokenLayout.build(small, subdomain_size=p["subdomain_size"],
                                        overlap=p["overlap"]))
+    m.set_points(small)
     _fwd_bwd(m, torch.randn(p["batch"], len(small), p["channels"], dtype=dtype,
                             requires_grad=True),
              torch.randn(p["batch"], len(small), p["channels"], dtype=dtype))
     m.set_layout(layout)
+    m.set_points(coords)
     x = torch.randn(p["batch"], T, p["channels"], dtype=dtype, requires_grad=True)
     g = torch.randn(p["batch"], T, p["channels"], dtype=dtype)
     gc.collect()

@@ -42,7 +42,9 @@ LAYOUT = TokenLayout.build(POINTS, subdomains=4, overlap=1)
 
 def build(name, dtype=torch.float64, layout=LAYOUT, seed=0, **options):
     torch.manual_seed(seed)
-    return make_mixer(name, CHANNELS, HEADS, layout=layout, **options).to(dtype)
+    m = make_mixer(name, CHANNELS, HEADS, layout=layout, dim=POINTS.shape[1], **options)
+    m.set_points(POINTS)
+    return m.to(dtype)
 
 
 def inputs(batch, tokens, dtype=torch.float64, seed=1, channels=CHANNELS):
@@ -104,6 +106,7 @@ def test_equivariant_to_a_permutation_of_the_tokens(name):
     y = m(x)
     if m.needs_layout:
         m.set_layout(TokenLayout.build(POINTS[perm], subdomains=4, overlap=1))
+    m.set_points(POINTS[perm])
     assert close(m(x[:, perm]), y[:, perm], 1e-12)
 
 

@@ -33,10 +33,14 @@ class GridFNO(nn.Module):
         if int(np.prod(self.grid)) != len(coords):
             raise ValueError("GridFNO needs the tokens of a tensor grid")
 
-    def load_state_dict(self, state, strict: bool = True, assign: bool = False):
-        # neuralop's models add their construction metadata to the state dict; ours is config
-        state = {k: v for k, v in state.items() if not k.endswith("_metadata")}
-        return super().load_state_dict(state, strict, assign)
+    def state_dict(self, *args, **kwargs):
+        """The parameters and buffers only: ``neuralop``'s models add their constructor's
+        arguments under the key ``_metadata`` (functions among them, e.g. the activation, which
+        a checkpoint read with ``weights_only=True`` refuses); this model is rebuilt from
+        :attr:`config` instead."""
+        state = super().state_dict(*args, **kwargs)
+        state.pop("_metadata", None)
+        return state
 
     def forward(self, fields, coords):
         B = fields.shape[0]

@@ -65,8 +65,10 @@ class TokenMixer(nn.Module):
     def __init__(self, channels: int, heads: int = 4):
         super().__init__()
         if channels < 1 or heads < 1 or channels % heads:
+            valid = [h for h in range(1, channels + 1) if channels % h == 0]
             raise ValueError(f"{type(self).__name__}: channels ({channels}) must be a positive "
-                             f"multiple of heads ({heads})")
+                             f"multiple of heads ({heads})"
+                             + (f": heads for {channels} channels: {valid}" if valid else ""))
         self.channels, self.heads, self.head_dim = int(channels), int(heads), channels // heads
         self.layout = None
         self.points = None

@@ -55,7 +55,8 @@ class NeuralOperator(nn.Module):
     mixer : str
         A name of :data:`~ddlearn.nn.registry.MIXERS`.
     mixer_options : dict, optional
-        Keyword arguments of the mixer (e.g. ``latents``, ``attention``, ``levels``).
+        Keyword arguments of the mixer (e.g. ``latents``, ``attention``, ``levels``); a mixer
+        that reads the coordinates also gets ``dim``.
     layout : dict, optional
         Keyword arguments of :meth:`~ddlearn.nn.layout.TokenLayout.build` (``subdomains`` or
         ``subdomain_size``, ``overlap``, ``partitioner``, ``coarse``) for mixers that follow
@@ -83,8 +84,9 @@ class NeuralOperator(nn.Module):
                        "mlp_ratio": mlp_ratio}
         self.embed = _mlp(dim + in_fields, width, width)
         self.blocks = nn.ModuleList(
-            Block(width, make_mixer(mixer, width, heads, **self.config["mixer_options"]),
-                  mlp_ratio) for _ in range(depth))
+            Block(width, make_mixer(mixer, width, heads, dim=dim,
+                                    **self.config["mixer_options"]), mlp_ratio)
+            for _ in range(depth))
         self.decode = nn.Sequential(nn.LayerNorm(width), _mlp(width, width, out_fields))
         self.mesh = None
 

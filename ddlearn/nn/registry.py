@@ -65,10 +65,15 @@ def mixer_class(name: str):
     return MIXERS[name]
 
 
-def make_mixer(name: str, channels: int, heads: int = 4, layout=None, **options):
+def make_mixer(name: str, channels: int, heads: int = 4, layout=None, dim: int | None = None,
+               **options):
     """``mixer_class(name)(channels, heads, **options)`` with ``layout`` set where it needs
-    one."""
-    mixer = mixer_class(name)(channels, heads, **options)
+    one, and the coordinate dimension ``dim`` (where given) passed as its option ``dim`` where
+    it reads the coordinates (:attr:`~ddlearn.nn.mixer.TokenMixer.needs_points`)."""
+    cls = mixer_class(name)
+    if cls.needs_points and dim is not None:
+        options = {**options, "dim": dim}
+    mixer = cls(channels, heads, **options)
     if mixer.needs_layout:
         mixer.set_layout(layout)
     return mixer
