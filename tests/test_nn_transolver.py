@@ -198,8 +198,7 @@ def test_options_the_authors_do_not_support_are_refused_with_the_valid_values():
     with pytest.raises(ValueError, match=r"the grid form has dim \[2, 3\].*got 1: use "
                                          r"form='points'"):
         PhysicsAttentionMixer(C, H, form="grid", dim=1)
-    with pytest.raises(ValueError, match="the points form takes no dim"):
-        PhysicsAttentionMixer(C, H, form="points", dim=2)
+    assert PhysicsAttentionMixer(C, H, form="points", dim=5).grid_dim is None  # unused there
     with pytest.raises(ValueError, match="slices must be positive"):
         PhysicsAttentionMixer(C, H, slices=0)
     with pytest.raises(ValueError, match=r"channels \(16\) must be a positive multiple of "

@@ -84,8 +84,8 @@ class NeuralOperator(nn.Module):
                        "mlp_ratio": mlp_ratio}
         self.embed = _mlp(dim + in_fields, width, width)
         self.blocks = nn.ModuleList(
-            Block(width, make_mixer(mixer, width, heads, dim=dim,
-                                    **self.config["mixer_options"]), mlp_ratio)
+            Block(width, make_mixer(mixer, width, heads,
+                                    **{"dim": dim, **self.config["mixer_options"]}), mlp_ratio)
             for _ in range(depth))
         self.decode = nn.Sequential(nn.LayerNorm(width), _mlp(width, width, out_fields))
         self.mesh = None

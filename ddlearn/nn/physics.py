@@ -107,8 +107,10 @@ class PhysicsAttentionMixer(TokenMixer):
         equivariant to a permutation of the tokens). ``"grid"``: 3x3 (3x3x3) convolutional
         projections and the clamped temperature, their structured-mesh classes; reads the token
         coordinates (:meth:`set_points`), which must be a tensor grid.
-    dim : {2, 3}, optional
-        The grid form's dimension (2 when not given); the points form takes none.
+    dim : int, optional
+        The coordinate dimension (what :func:`~ddlearn.nn.registry.make_mixer` and the backbone
+        fill in): the grid form's convolutions, 2 or 3 (2 when not given); the points form
+        does not use it.
 
     Notes
     -----
@@ -128,9 +130,6 @@ class PhysicsAttentionMixer(TokenMixer):
             raise ValueError(f"physics mixer: slices must be positive, got {slices}")
         if form not in FORMS:
             raise ValueError(f"physics mixer: unknown form {form!r}, use one of {list(FORMS)}")
-        if form == "points" and dim is not None:
-            raise ValueError("physics mixer: dim sets the grid form's convolutions; the points "
-                             "form takes no dim (drop it, or use form='grid')")
         dim = GRID_DIMS[0] if dim is None else dim
         if form == "grid" and dim not in GRID_DIMS:
             raise ValueError(f"physics mixer: the grid form has dim {list(GRID_DIMS)} (the "

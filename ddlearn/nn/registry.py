@@ -10,6 +10,8 @@ line in :data:`NETWORKS`.
 """
 from __future__ import annotations
 
+import inspect
+
 from torch import nn
 
 from .flare import FLAREMixer
@@ -68,11 +70,12 @@ def mixer_class(name: str):
 def make_mixer(name: str, channels: int, heads: int = 4, layout=None, dim: int | None = None,
                **options):
     """``mixer_class(name)(channels, heads, **options)`` with ``layout`` set where it needs
-    one, and the coordinate dimension ``dim`` (where given) passed as its option ``dim`` where
-    it reads the coordinates (:attr:`~ddlearn.nn.mixer.TokenMixer.needs_points`)."""
+    one, and the coordinate dimension ``dim`` (where given) passed as its option ``dim`` to
+    every mixer that takes one (those that read the coordinates,
+    :attr:`~ddlearn.nn.mixer.TokenMixer.needs_points`); an explicit ``dim`` option wins."""
     cls = mixer_class(name)
-    if cls.needs_points and dim is not None:
-        options = {**options, "dim": dim}
+    if dim is not None and "dim" in inspect.signature(cls).parameters:
+        options = {"dim": dim, **options}
     mixer = cls(channels, heads, **options)
     if mixer.needs_layout:
         mixer.set_layout(layout)
