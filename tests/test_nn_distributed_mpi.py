@@ -17,7 +17,7 @@ from mpi4py import MPI
 from conftest import raised_everywhere
 from ddlearn.decomposition.structured import assign_ranks
 from ddlearn.nn.comm import allreduce_gradients, broadcast_parameters
-from ddlearn.nn.distributed import DistributedSchwarzMixer, exchange_plan
+from ddlearn.nn.distributed import DistributedSchwarzMixer
 from ddlearn.nn.layout import TokenLayout
 from ddlearn.nn.schwarz import SchwarzMixer
 
@@ -78,7 +78,7 @@ def test_same_state_dict_as_the_serial_mixer():
 def test_balanced_contiguous_blocks_and_plan():
     assert assign_ranks(10, 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
     layout = TokenLayout.build(grid(12), subdomains=9, overlap=2)
-    plans = [exchange_plan(layout, 4, r) for r in range(4)]
+    plans = [layout.rank_view(4, r) for r in range(4)]
     owned = np.concatenate([p["owned"] for p in plans])
     assert np.array_equal(np.sort(owned), np.arange(layout.tokens))  # one owner per token
     for r, p in enumerate(plans):
@@ -92,7 +92,7 @@ def test_balanced_contiguous_blocks_and_plan():
 def test_errors_name_the_fix():
     layout = TokenLayout.build(grid(8), subdomains=3, overlap=1)
     with pytest.raises(ValueError, match="more subdomains .* or run on fewer ranks"):
-        exchange_plan(layout, 4, 0)
+        layout.rank_view(4, 0)
     dist = DistributedSchwarzMixer(8, 2, layout=layout, comm=MPI.COMM_SELF)
     with pytest.raises(ValueError, match="owned tokens"):
         dist(torch.zeros(1, 10, 8))
@@ -105,7 +105,7 @@ def ghost_rows_max(n_sub: int, side: int, P: int, overlap: int = 1) -> int:
     ``side x side`` tokens per rank (``P`` a square): from the plan, no ranks needed."""
     k = int(round(np.sqrt(P)))
     layout = TokenLayout.build(grid(k * side), subdomains=n_sub, overlap=overlap)
-    return max(len(exchange_plan(layout, P, r)["ghosts"]) for r in range(P))
+    return max(len(layout.rank_view(P, r)["ghosts"]) for r in range(P))
 
 
 def test_ghost_traffic_is_independent_of_the_tokens_at_fixed_subdomains_per_rank():
@@ -155,7 +155,7 @@ def test_counted_bytes_are_the_planned_bytes():
     and the pooled ``[batch, n0, 3 channels]`` of the coarse allreduce."""
     B, C = 2, 8
     layout = TokenLayout.build(grid(16), subdomains=8, overlap=2)
-    plans = [exchange_plan(layout, COMM.size, r) for r in range(COMM.size)]
+    plans = [layout.rank_view(COMM.size, r) for r in range(COMM.size)]
     mine = plans[COMM.rank]
     sent = sum(len(v) for v in mine["send"].values())
     assert sent == sum(p["recv"].get(COMM.rank, 0) for p in plans)

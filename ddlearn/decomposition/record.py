@@ -11,7 +11,10 @@ structured :class:`~.structured.Decomposition` or the partition of a point cloud
 - the coarse basis :math:`\Phi\in\mathbb R^{T\times n_0}` in coordinate form.
 
 The ranks of the subdomains follow the solver's rule,
-:func:`~.structured.assign_ranks` (:meth:`DecompositionRecord.owners`).
+:func:`~.structured.assign_ranks` (:meth:`DecompositionRecord.owners`), and one rank's share
+(its subdomains, owned and ghost points, the overlap exchange's pattern, its sets in local
+numbering: :meth:`DecompositionRecord.rank_view`) is worked out here once, for the distributed
+paper-form operator and the distributed mixer alike.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import scipy.sparse as sp
 
 from .structured import Decomposition, assign_ranks
 
-__all__ = ["DecompositionRecord", "padded_sets"]
+__all__ = ["DecompositionRecord", "padded_sets", "exchange_pattern"]
 
 
 def padded_sets(sets, multiplicity: np.ndarray, pad: int):
@@ -48,6 +51,50 @@ def padded_sets(sets, multiplicity: np.ndarray, pad: int):
         index[i, :len(I)] = I
         sqrt_D[i, :len(I)] = np.sqrt(1.0 / multiplicity[I])
     return index, sqrt_D, sizes
+
+
+def exchange_pattern(owner: np.ndarray, touched, rank: int, owned: np.ndarray,
+                     size: int) -> dict:
+    r"""Who sends what in the overlap exchange of ``rank``, from the ownership alone (no
+    communication).
+
+    Parameters
+    ----------
+    owner : ndarray of int, shape (T,)
+        The rank owning each index.
+    touched : callable
+        ``touched(r)``: the indices rank ``r`` needs (owned or not), any order, repeats allowed.
+    rank : int
+    owned : ndarray of int
+        The indices ``rank`` owns, in the order of its local rows.
+    size : int
+        The number of ranks.
+
+    Returns
+    -------
+    dict
+        ``ghosts`` (the indices ``rank`` needs and others own, ordered by owner then index),
+        ``recv`` (``{owner: count}`` in ``ghosts``' order) and ``send`` (``{rank: positions in
+        owned}`` of the rows sent to each neighbour, in the neighbour's ghost order).
+    """
+    def ghosts_of(r):
+        t = np.unique(np.asarray(touched(r), dtype=np.int64))
+        t = t[owner[t] != r]
+        return t[np.lexsort((t, owner[t]))]
+
+    g = ghosts_of(rank)
+    recv = {int(s): int(c) for s, c in zip(*np.unique(owner[g], return_counts=True))}
+    pos = np.full(len(owner), -1, dtype=np.int64)
+    pos[owned] = np.arange(len(owned))
+    send = {}
+    for r in range(size):
+        if r == rank:
+            continue
+        theirs = ghosts_of(r)
+        theirs = theirs[owner[theirs] == rank]  # increasing index: the order r receives them
+        if len(theirs):
+            send[r] = pos[theirs]
+    return {"ghosts": g, "recv": recv, "send": send}
 
 
 @dataclass(eq=False)
@@ -106,3 +153,72 @@ class DecompositionRecord:
         for i, owned in enumerate(dec.owned):
             part[owned] = i
         return cls(**cls.fields(dec.subdomains, dec.multiplicity, part, Phi))
+
+    def rank_view(self, P: int, rank: int, owner: np.ndarray | None = None,
+                  owned: np.ndarray | None = None, trim: bool = True) -> dict:
+        r"""The share of ``rank`` of ``P`` (from the record alone, no communication).
+
+        Parameters
+        ----------
+        P, rank : int
+        owner : array of int, shape (N,), optional
+            The rank of each subdomain (default :meth:`owners`); every rank needs one.
+        owned : array of int, optional
+            The points ``rank`` owns in the order of its local rows (default: the points of
+            its subdomains' non-overlapping parts, increasing).
+        trim : bool
+            Pad the local index sets to this rank's largest subdomain (default) or keep the
+            record's width (for per-subdomain parameters of that width).
+
+        Returns
+        -------
+        dict
+            ``subdomains`` (this rank's subdomain numbers), ``owned`` (:math:`O_r`), ``ghosts``
+            (:math:`G_r`, ordered by owner then point number), ``recv`` (``{owner: count}`` of
+            ghost rows, in ``ghosts``' order), ``send`` (``{rank: positions in owned}`` of the
+            rows this rank sends to each neighbour, matching the neighbour's ghost order),
+            ``local`` (``index`` of the rank's subdomains in local numbering :math:`[O_r, G_r]`,
+            padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``) and ``phi`` (the entries
+            of :math:`\Phi` in owned rows: ``rows`` local, ``cols``, ``vals``, and ``mean``,
+            :math:`\Phi` scaled so that its columns sum to one).
+
+        Raises
+        ------
+        ValueError
+            For an ``owner`` that is not one rank in ``0..P-1`` per subdomain, or a rank left
+            without a subdomain.
+        """
+        N, T = self.N, self.tokens
+        owner = self.owners(P) if owner is None else np.asarray(owner, dtype=np.int64)
+        if owner.shape != (N,) or owner.min() < 0 or owner.max() >= P:
+            raise ValueError(f"subdomain_ranks must give each of the {N} subdomains a rank in "
+                             f"0..{P - 1}")
+        missing = np.setdiff1d(np.arange(P), owner)
+        if len(missing):
+            raise ValueError(f"ranks {missing[:5].tolist()} get no subdomain: give every rank at "
+                             f"least one (more subdomains or fewer ranks)")
+        token_rank = owner[self.part]  # the owner of every point
+        mine = np.flatnonzero(owner == rank)
+        owned = np.flatnonzero(token_rank == rank) if owned is None else np.asarray(owned)
+
+        def touched(r):  # the points of rank r's subdomains, owned or not
+            idx = self.index[owner == r]
+            return idx[idx < T]
+
+        pattern = exchange_pattern(token_rank, touched, rank, owned, P)
+        ghost_rows = pattern["ghosts"]
+        local = np.full(T + 1, -1, dtype=np.int64)
+        local[owned] = np.arange(len(owned))
+        local[ghost_rows] = len(owned) + np.arange(len(ghost_rows))
+        local[T] = len(owned) + len(ghost_rows)  # padding
+        sizes = self.sizes[mine]
+        width = int(sizes.max()) if trim else self.index.shape[1]
+        colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
+        keep = token_rank[self.phi_rows] == rank
+        cols = self.phi_cols[keep]
+        return {"subdomains": mine, "owned": owned, "ghosts": ghost_rows,
+                "recv": pattern["recv"], "send": pattern["send"],
+                "local": {"index": local[self.index[mine, :width]],
+                          "sqrt_D": self.sqrt_D[mine, :width], "sizes": sizes},
+                "phi": {"rows": local[self.phi_rows[keep]], "cols": cols,
+                        "vals": self.phi_vals[keep], "mean": self.phi_vals[keep] / colsum[cols]}}

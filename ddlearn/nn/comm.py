@@ -2,7 +2,8 @@ r"""Communication of the distributed Schwarz layers, over mpi4py (no PETSc): one
 exchange, one coarse-rank pattern and one allreduce, each differentiable with its adjoint as
 backward.
 
-- **Overlap exchange** (:func:`exchange_pattern`, :class:`Exchange`), the PETSc-style scatter
+- **Overlap exchange** (:class:`Exchange`, on the pattern of
+  :func:`~ddlearn.decomposition.record.exchange_pattern`), the PETSc-style scatter
   written with point-to-point messages: every index has one owner rank; a rank holds the values
   of the indices it owns and receives as *ghosts* the indices its subdomains touch that other
   ranks own. :func:`ghosts` is the forward scatter (insert the owners' values into the ghost
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-__all__ = ["exchange_pattern", "Exchange", "ghosts", "add_to_owners", "allreduce_sum",
+__all__ = ["Exchange", "ghosts", "add_to_owners", "allreduce_sum",
            "shared_sum", "allreduce_gradients", "broadcast_parameters", "mpi_comm"]
 
 
@@ -36,50 +37,6 @@ def mpi_comm(comm=None):
     if comm is None:
         return MPI.COMM_WORLD
     return comm.tompi4py() if hasattr(comm, "tompi4py") else comm
-
-
-def exchange_pattern(owner: np.ndarray, touched, rank: int, owned: np.ndarray,
-                     size: int) -> dict:
-    r"""Who sends what in the overlap exchange of ``rank``, from the ownership alone (no
-    communication).
-
-    Parameters
-    ----------
-    owner : ndarray of int, shape (T,)
-        The rank owning each index.
-    touched : callable
-        ``touched(r)``: the indices rank ``r`` needs (owned or not), any order, repeats allowed.
-    rank : int
-    owned : ndarray of int
-        The indices ``rank`` owns, in the order of its local rows.
-    size : int
-        The number of ranks.
-
-    Returns
-    -------
-    dict
-        ``ghosts`` (the indices ``rank`` needs and others own, ordered by owner then index),
-        ``recv`` (``{owner: count}`` in ``ghosts``' order) and ``send`` (``{rank: positions in
-        owned}`` of the rows sent to each neighbour, in the neighbour's ghost order).
-    """
-    def ghosts_of(r):
-        t = np.unique(np.asarray(touched(r), dtype=np.int64))
-        t = t[owner[t] != r]
-        return t[np.lexsort((t, owner[t]))]
-
-    g = ghosts_of(rank)
-    recv = {int(s): int(c) for s, c in zip(*np.unique(owner[g], return_counts=True))}
-    pos = np.full(len(owner), -1, dtype=np.int64)
-    pos[owned] = np.arange(len(owned))
-    send = {}
-    for r in range(size):
-        if r == rank:
-            continue
-        theirs = ghosts_of(r)
-        theirs = theirs[owner[theirs] == rank]  # increasing index: the order r receives them
-        if len(theirs):
-            send[r] = pos[theirs]
-    return {"ghosts": g, "recv": recv, "send": send}
 
 
 def _numpy(z: torch.Tensor) -> np.ndarray:
@@ -96,7 +53,7 @@ class Exchange:
     ----------
     comm : mpi4py communicator
     recv, send : dict
-        As :func:`exchange_pattern` returns them.
+        As :func:`~ddlearn.decomposition.record.exchange_pattern` returns them.
     n_owned : int
         The rows this rank owns.
     """

@@ -50,8 +50,9 @@ parameters under the same names, so one ``state_dict`` serves both.
 Bytes. :attr:`DistributedSchwarzMixer.traffic` counts the bytes this rank sent in its last
 forward (ghost rows, reverse-exchange rows, and the allreduce payload, i.e. the size of the array
 it contributes, zero on one rank; the allreduce algorithm's own internal messages are MPI's
-business and not counted); :func:`exchange_plan` predicts the ghost and reverse rows of every
-rank from the layout alone (no communication), for any ``P``. The ghost bytes of a rank depend
+business and not counted); :meth:`~ddlearn.decomposition.record.DecompositionRecord.rank_view`
+predicts the ghost and reverse rows of every rank from the layout alone (no communication), for
+any ``P``. The ghost bytes of a rank depend
 on the boundary of its own subdomains towards other ranks only, the coarse allreduce payload on
 :math:`n_0` (one column per subdomain with the default ``nicolaides`` basis): it grows with the number
 of subdomains.
@@ -61,68 +62,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .comm import Exchange, add_to_owners, exchange_pattern, ghosts, mpi_comm, shared_sum
+from .comm import Exchange, add_to_owners, ghosts, mpi_comm, shared_sum
 from .kernels import coarse_restrict
 from .mixer import merge_heads, split_heads
 from .schwarz import SchwarzMixer
 
-__all__ = ["DistributedSchwarzMixer", "exchange_plan", "GHOSTS"]
+__all__ = ["DistributedSchwarzMixer", "GHOSTS"]
 
 GHOSTS = ("inputs", "qkv")
-
-
-def exchange_plan(layout, P: int, rank: int, subdomain_ranks=None) -> dict:
-    r"""Who owns and sends what, for ``rank`` of ``P`` (from the layout alone, no communication).
-
-    Returns
-    -------
-    dict
-        ``subdomains`` (this rank's subdomain numbers), ``owned`` (:math:`O_r`, increasing),
-        ``ghosts`` (:math:`G_r`, ordered by owner then token number), ``recv`` (``{owner:
-        count}`` of ghost rows, in ``ghosts``' order), ``send`` (``{rank: positions in owned}``
-        of the rows this rank sends to each neighbour, increasing token number, matching the
-        neighbour's ghost order), ``local`` (``index`` of the rank's subdomains in local
-        numbering :math:`[O_r, G_r]`, padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``)
-        and the owned part of :math:`\Phi` (``phi`` entries with owned rows: ``rows`` local,
-        ``cols``, ``vals``, ``mean``).
-    """
-    N, T = layout.N, layout.tokens
-    owner = layout.owners(P) if subdomain_ranks is None else \
-        np.asarray(subdomain_ranks, dtype=np.int64)
-    if owner.shape != (N,) or owner.min() < 0 or owner.max() >= P:
-        raise ValueError(f"subdomain_ranks must give each of the {N} subdomains a rank in "
-                         f"0..{P - 1}")
-    missing = np.setdiff1d(np.arange(P), owner)
-    if len(missing):
-        raise ValueError(f"ranks {missing[:5].tolist()} get no subdomain: give every rank at "
-                         f"least one (more subdomains or fewer ranks)")
-    token_rank = owner[layout.part]  # the owner of every token
-    mine = np.flatnonzero(owner == rank)
-    owned = np.flatnonzero(token_rank == rank)
-    def touched(r):  # the tokens of rank r's subdomains, owned or not
-        idx = layout.index[owner == r]
-        return idx[idx < T]
-
-    pattern = exchange_pattern(token_rank, touched, rank, owned, P)
-    ghost_rows = pattern["ghosts"]
-    pos = np.full(T + 1, -1, dtype=np.int64)
-    pos[owned] = np.arange(len(owned))
-    local = np.full(T + 1, -1, dtype=np.int64)
-    local[owned] = np.arange(len(owned))
-    local[ghost_rows] = len(owned) + np.arange(len(ghost_rows))
-    n_loc = len(owned) + len(ghost_rows)
-    local[T] = n_loc  # padding
-    sizes = layout.sizes[mine]
-    n_max = int(sizes.max())
-    index = local[layout.index[mine, :n_max]]
-    colsum = np.bincount(layout.phi_cols, weights=layout.phi_vals, minlength=layout.n0)
-    keep = token_rank[layout.phi_rows] == rank
-    cols = layout.phi_cols[keep]
-    return {"subdomains": mine, "owned": owned, "ghosts": ghost_rows, "recv": pattern["recv"],
-            "send": pattern["send"],
-            "local": {"index": index, "sqrt_D": layout.sqrt_D[mine, :n_max], "sizes": sizes},
-            "phi": {"rows": pos[layout.phi_rows[keep]], "cols": cols,
-                    "vals": layout.phi_vals[keep], "mean": layout.phi_vals[keep] / colsum[cols]}}
 
 
 # -- the mixer ---------------------------------------------------------------------------------
@@ -205,7 +152,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
             self.plan = None
             return
         P, r = self.comm.Get_size(), self.comm.Get_rank()
-        self.plan = exchange_plan(layout, P, r, self.subdomain_ranks)
+        self.plan = layout.rank_view(P, r, self.subdomain_ranks)
         self.owned = self.plan["owned"]
         self._exchange = Exchange(self.comm, self.plan["recv"], self.plan["send"],
                                   len(self.plan["owned"]))

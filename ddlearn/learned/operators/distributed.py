@@ -24,7 +24,8 @@ from torch import nn
 from . import checkpoint as ckpt_io
 from ...decomposition.collective import collective_check
 from ...decomposition.petsc_rows import RowLayout
-from ...nn.comm import Exchange, add_to_owners, exchange_pattern, ghosts
+from ...decomposition.record import exchange_pattern
+from ...nn.comm import Exchange, add_to_owners, ghosts
 from ...nn.kernels import coarse_prolong, coarse_restrict, schwarz_local
 from ...nn.operators import SchwarzAttention
 
@@ -126,25 +127,18 @@ class DistributedSchwarzAttention(nn.Module):
         self.layout = L = RowLayout(serial.dec, comm, coarse_rank)
         self.n, self.nlocal, self.n0 = L.n, L.nlocal, serial.n0
         dec, mpi = serial.dec, L.comm.tompi4py()
-        # the owner of every unknown: the rank of the subdomain whose non-overlapping set has it
-        row_rank = L.owner[serial.record.part]
         owned = L.local_natural()
+        # this rank's share, its local numbering the owned rows in the layout's order, then the
+        # ghosts; the record's width, which the per-subdomain Q_i, K_i have
+        view = serial.record.rank_view(L.size, L.rank, owner=L.owner, owned=owned, trim=False)
+        self.overlap = Exchange(mpi, view["recv"], view["send"], self.nlocal)
+        loc = torch.from_numpy(view["subdomains"])
+        self.register_buffer("idx", torch.from_numpy(view["local"]["index"]), persistent=False)
+        self.register_buffer("sqrtD", serial.sqrtD[loc].clone(), persistent=False)
 
         def rows_of(r):  # the unknowns rank r owns
             return np.concatenate([dec.owned[i] for i in np.flatnonzero(L.owner == r)])
 
-        pattern = exchange_pattern(row_rank, lambda r: np.concatenate(
-            [dec.subdomains[i] for i in np.flatnonzero(L.owner == r)]), L.rank, owned, L.size)
-        self.overlap = Exchange(mpi, pattern["recv"], pattern["send"], self.nlocal)
-        # local numbering: the owned rows in the layout's order, then the ghosts; n pads
-        local = np.full(dec.n + 1, -1, dtype=np.int64)
-        local[owned] = np.arange(self.nlocal)
-        local[pattern["ghosts"]] = self.nlocal + np.arange(len(pattern["ghosts"]))
-        local[dec.n] = self.nlocal + len(pattern["ghosts"])
-        loc = torch.from_numpy(L.local_subdomains)
-        self.register_buffer("idx", torch.from_numpy(local[serial.idx[loc].numpy()]),
-                             persistent=False)
-        self.register_buffer("sqrtD", serial.sqrtD[loc].clone(), persistent=False)
         self.Q = nn.Parameter(serial.Q.detach()[loc].clone())
         self.K = self.Q if serial.K is serial.Q else nn.Parameter(serial.K.detach()[loc].clone())
         self.coarse = None
