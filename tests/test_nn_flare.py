@@ -160,7 +160,7 @@ def test_network_forward_shape_and_registry():
     y = net(torch.randn(3, 20, 1, dtype=torch.float64), torch.rand(20, 2, dtype=torch.float64))
     assert y.shape == (3, 20, 2) and torch.isfinite(y).all()
     assert len(net.blocks) == 2 and isinstance(net.blocks[0].mixer, FLAREMixer)
-    assert len(net.blocks[0].ffn.hidden) == 3 and len(net.embed.hidden) == 2
+    assert len(net.blocks[0].mlp.hidden) == 3 and len(net.embed.hidden) == 2
 
 
 def layer_norm(P, prefix, z, eps=1e-5):
@@ -184,7 +184,7 @@ def test_network_equals_its_formula():
     h = residual_mlp(P, "embed", z, 2, input_residual=False)
     for b, block in enumerate(net.blocks):
         h = h + dense_flare(block.mixer, layer_norm(P, f"blocks.{b}.norm1", h))
-        h = h + residual_mlp(P, f"blocks.{b}.ffn", layer_norm(P, f"blocks.{b}.norm2", h))
+        h = h + residual_mlp(P, f"blocks.{b}.mlp", layer_norm(P, f"blocks.{b}.norm2", h))
     u = residual_mlp(P, "decode.1", layer_norm(P, "decode.0", h), 2, output_residual=False)
     assert np.abs(net(f, c).detach().numpy() - u).max() <= 1e-12 * max(1.0, np.abs(u).max())
 

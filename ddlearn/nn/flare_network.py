@@ -37,25 +37,12 @@ from torch import nn
 
 from .flare import FLAREMixer, ResidualMLP, init_linear
 from .mixer import check_inputs
+from .block import Block
 
-__all__ = ["FLARENetwork", "FLAREBlock"]
+__all__ = ["FLARENetwork"]
 
 #: the authors' hidden layers of the input / output projections and of the feed-forward
 IN_OUT_LAYERS, FFN_LAYERS = 2, 3
-
-
-class FLAREBlock(nn.Module):
-    """``h + FLARE(LN h)``, then ``+ F(LN .)`` with the authors' residual-MLP feed-forward."""
-
-    def __init__(self, width: int, heads: int, latents: int):
-        super().__init__()
-        self.norm1, self.mixer = nn.LayerNorm(width), FLAREMixer(width, heads, latents)
-        self.norm2 = nn.LayerNorm(width)
-        self.ffn = ResidualMLP(width, width, width, FFN_LAYERS, True, True)
-
-    def forward(self, h):
-        h = h + self.mixer(self.norm1(h))
-        return h + self.ffn(self.norm2(h))
 
 
 class FLARENetwork(nn.Module):
@@ -93,7 +80,11 @@ class FLARENetwork(nn.Module):
                        "out_fields": int(out_fields), "width": int(width), "depth": int(depth),
                        "heads": int(heads), "latents": int(latents)}
         self.embed = ResidualMLP(dim + in_fields, width, width, IN_OUT_LAYERS, False, True)
-        self.blocks = nn.ModuleList(FLAREBlock(width, heads, latents) for _ in range(depth))
+        # h + FLARE(LN h), then + F(LN .) with the authors' residual-MLP feed-forward
+        self.blocks = nn.ModuleList(
+            Block(width, FLAREMixer(width, heads, latents),
+                  ResidualMLP(width, width, width, FFN_LAYERS, True, True))
+            for _ in range(depth))
         self.decode = nn.Sequential(
             nn.LayerNorm(width), ResidualMLP(width, width, out_fields, IN_OUT_LAYERS, True, False))
         # the authors initialise the whole network at the end (the mixers' queries keep theirs)

@@ -17,28 +17,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .block import Block, mlp
 from .layout import TokenLayout
 from .mixer import check_inputs
 from .registry import make_mixer
 
-__all__ = ["NeuralOperator", "Block"]
-
-
-def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(n_in, hidden), nn.GELU(), nn.Linear(hidden, n_out))
-
-
-class Block(nn.Module):
-    """``h + mixer(LN h)``, then ``+ MLP(LN .)``."""
-
-    def __init__(self, width: int, mixer: nn.Module, mlp_ratio: int):
-        super().__init__()
-        self.norm1, self.mixer = nn.LayerNorm(width), mixer
-        self.norm2, self.mlp = nn.LayerNorm(width), _mlp(width, mlp_ratio * width, width)
-
-    def forward(self, h):
-        h = h + self.mixer(self.norm1(h))
-        return h + self.mlp(self.norm2(h))
+__all__ = ["NeuralOperator"]
 
 
 class NeuralOperator(nn.Module):
@@ -82,12 +66,13 @@ class NeuralOperator(nn.Module):
                        "width": width, "depth": depth, "heads": heads, "mixer": mixer,
                        "mixer_options": dict(mixer_options or {}), "layout": dict(layout or {}),
                        "mlp_ratio": mlp_ratio}
-        self.embed = _mlp(dim + in_fields, width, width)
+        self.embed = mlp(dim + in_fields, width, width)
         self.blocks = nn.ModuleList(
             Block(width, make_mixer(mixer, width, heads,
-                                    **{"dim": dim, **self.config["mixer_options"]}), mlp_ratio)
+                                    **{"dim": dim, **self.config["mixer_options"]}),
+                  mlp(width, mlp_ratio * width, width))
             for _ in range(depth))
-        self.decode = nn.Sequential(nn.LayerNorm(width), _mlp(width, width, out_fields))
+        self.decode = nn.Sequential(nn.LayerNorm(width), mlp(width, width, out_fields))
         self.mesh = None
 
     @property

@@ -48,26 +48,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .block import Block, mlp
 from .physics import FORMS, PhysicsAttentionMixer
 
 __all__ = ["TransolverNetwork"]
-
-
-def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(n_in, hidden), nn.GELU(), nn.Linear(hidden, n_out))
-
-
-class TransolverBlock(nn.Module):
-    """``h + attn(LN h)``, then ``+ MLP(LN .)`` (their ``Transolver_block`` without the head)."""
-
-    def __init__(self, width: int, mixer: PhysicsAttentionMixer, mlp_ratio: int):
-        super().__init__()
-        self.norm1, self.mixer = nn.LayerNorm(width), mixer
-        self.norm2, self.mlp = nn.LayerNorm(width), _mlp(width, mlp_ratio * width, width)
-
-    def forward(self, h):
-        h = h + self.mixer(self.norm1(h))
-        return h + self.mlp(self.norm2(h))
 
 
 class TransolverNetwork(nn.Module):
@@ -124,10 +108,11 @@ class TransolverNetwork(nn.Module):
                        "ref": int(ref)}
         positions = ref ** dim if unified_pos else dim
         grid_dim = {"dim": dim} if form == "grid" else {}
-        self.preprocess = _mlp(positions + in_fields, 2 * width, width)
+        self.preprocess = mlp(positions + in_fields, 2 * width, width)
+        # their Transolver_block without the head: h + attn(LN h), then + MLP(LN .)
         self.blocks = nn.ModuleList(
-            TransolverBlock(width, PhysicsAttentionMixer(width, heads, slices, form, **grid_dim),
-                            mlp_ratio) for _ in range(depth))
+            Block(width, PhysicsAttentionMixer(width, heads, slices, form, **grid_dim),
+                  mlp(width, mlp_ratio * width, width)) for _ in range(depth))
         self.head = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, out_fields))
         self.apply(self._init_weights)
         # drawn after the initialisation, as theirs
