@@ -316,10 +316,17 @@ class FLARE(nn.Module):
         shape = f.shape
         f = check_input(f, self.n)
         H = self.W_K.shape[0]
-        K = torch.einsum("nc,hcd->hnd", self.p, self.W_K).expand(f.shape[0], -1, -1, -1)
-        # the right-hand side is every head's value: one channel per token
-        v = f[:, None, :, None].expand(-1, H, -1, -1)
-        u = route(self.queries(f), K, v, self.scale[..., None]).sum(dim=1)
+        K = torch.einsum("nc,hcd->hnd", self.p, self.W_K)[None]
+        Q = self.queries(f)
+        if Q.ndim == 3:
+            # Fixed queries give one linear operator for the whole batch: route the batch as
+            # the value channels, so the attention weights are formed once, not once per sample.
+            v = f.T[None, None].expand(-1, H, -1, -1)
+            u = route(Q, K, v, self.scale[..., None]).sum(dim=1)[0].T
+        else:
+            # the right-hand side is every head's value: one channel per token
+            v = f[:, None, :, None].expand(-1, H, -1, -1)
+            u = route(Q, K.expand(f.shape[0], -1, -1, -1), v, self.scale[..., None]).sum(dim=1)
         return u.reshape(shape)
 
     def num_parameters(self) -> int:
