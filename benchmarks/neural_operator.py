@@ -1,39 +1,65 @@
-r"""Neural operators with every token mixer in one backbone, on data made by the project's solver.
+r"""Token mixers against their authors' baselines on Darcy flow: trained until the curves flatten,
+every model's learning rate swept until its best lies inside the grid, three seeds, compared at
+equal parameters, at equal time per epoch, and the authors' own networks beside them.
 
 ::
 
-    python benchmarks/neural_operator.py [--part sweep|darcy|multiscale|ablation|transfer|all]
-        [--shard I/N] [--data DIR] [--quick] [--out DIR]
-    python benchmarks/neural_operator.py --report
+    python benchmarks/neural_operator.py [--workers 2] [--data DIR] [--out DIR] [--quick]
+    python benchmarks/neural_operator.py --report [--out DIR]
 
-Every mixer of :data:`ddlearn.nn.MIXERS` in :class:`ddlearn.nn.model.NeuralOperator` (the same
-depth, heads and MLPs; only the mixer differs) at equal parameters: the budget's width, or, for
-a model more than 10 % off the Schwarz model's parameter count there (FLARE and FLARE++, whose
-keys and values are residual MLPs), the width nearest that count (:func:`matched_width`), and
-the ``neuraloperator`` package's FNO (:class:`ddlearn.harness.fno.GridFNO`, its width and modes
-chosen to match the parameter count within 10 %), trained with the same loop
-(:func:`ddlearn.nn.train.fit`: relative L2 loss, AdamW, one-cycle schedule, the same epochs,
-batch and training samples), on:
+One configuration for every model (:data:`CONFIG`, stated in every run's JSON): FNO's Darcy
+flow (:mod:`ddlearn.harness.datasets`, 169² solves sub-sampled to 85², 43², 22²), trained at
+22² (484 tokens) on the first 1000 training samples, the learning rate chosen on the last 100,
+reported on the 200 test samples; AdamW, one-cycle schedule, relative L2 loss, batch 8, the
+same epochs (:func:`ddlearn.nn.train.fit`).
 
-- ``darcy``: FNO's Darcy flow at 43² (:mod:`ddlearn.harness.datasets`), three seeds per model,
-  each model at the learning rate its own ``sweep`` chose (the same three rates for every model,
-  a third of the epochs, scored on 100 held-out training samples);
-- ``multiscale``: the channels and inclusions sets (contrast 1e4, 50², input log10 kappa);
-- ``ablation``: the Schwarz mixer's overlap 0/1/2, subdomains 16/36/64, local-only,
-  coarse-only, softmax against Galerkin, nicolaides against hats coarse basis, the levels summed in
-  every head (the paper's form) or side by side against on separate heads (the default),
-  attention instead of :math:`\Phi` as the prolongation;
-- ``transfer``: the Darcy models of seed 0 evaluated on the 85² test set (no retraining).
+The models (:data:`MODELS`):
 
-Each run writes ``runs/neural_operator-<run>.json`` (stamped) and its checkpoint every epoch
-(``checkpoints/``, not committed): an interrupted study resumes where it stopped, now or in a
-later run of the same command. ``--shard I/N`` runs every N-th run (two processes on two cores). The budget
-(``BUDGET``) is stated in every run's JSON.
+- the mixers of :data:`ddlearn.nn.MIXERS` in one backbone (:class:`ddlearn.nn.model.NeuralOperator`,
+  the same width, depth, heads and MLPs; only the mixer differs), each mixer as its authors
+  build it (FLARE and FLARE++ with 64 latents, Transolver's physics attention in its
+  structured-grid form with 64 slices, Galerkin as Cao's; their docstrings list the settings);
+- ``fno``: the ``neuraloperator`` package's FNO (:class:`ddlearn.harness.fno.GridFNO`);
+- ``flare-net``, ``transolver-net``: FLARE's and Transolver's networks in their authors' own
+  configuration (:data:`ddlearn.nn.registry.NETWORKS`: their blocks, feed-forwards, norms and
+  initialisation), both at half their authors' Darcy width and depth.
+
+The steps, run by every worker in this order as far as what they need is done:
+
+1. ``timing``: median seconds per training step (forward, backward, AdamW; batch 8, one
+   thread, nothing else running) and peak memory of every model at every width of ``widths``;
+   the *equal-time* width of a model is the one whose step time is nearest the Schwarz model's
+   at the budget width. The *equal-parameter* width is the budget width where the model is
+   within 10 % of the Schwarz model's parameter count, else the width nearest that count
+   (FNO: :func:`~ddlearn.harness.fno.fno_matching`).
+2. ``sweep``: seed 0 at every rate of ``lrs`` with the full schedule, at the equal-parameter
+   width; a model whose best validation error is at an edge of its rates gets the next rate
+   beyond it (x 3), up to ``widen`` more per side, so that its best lies strictly inside.
+3. ``seeds``: the other seeds at each model's best rate.
+4. ``pilot``: the Schwarz model and FLARE at twice the epochs (seed 0, their best rates): the
+   curve has flattened when twice the budget changes the test error by little (the report says
+   by how much).
+5. ``time``: every seed at the equal-time width (where it is not the equal-parameter width),
+   at the model's best rate.
+6. ``transfer``: every seed's equal-parameter model evaluated on the 43² and 85² test sets
+   without retraining.
+
+Each run writes ``runs/<run>.json`` (stamped; history of training loss and validation error
+per epoch) and its checkpoint every epoch (``checkpoints/``, not committed); a run that exists
+is never redone, an interrupted one resumes from its checkpoint: the same command continues
+the study where it stopped, now or in a later session. ``--workers N`` runs N processes that
+share the work (a run is claimed by a lock file holding its process id; a claim whose process
+is gone is taken over). ``--report`` writes ``README.md`` and the plots from the JSON.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
+import socket
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,273 +67,542 @@ import numpy as np
 import torch
 
 from ddlearn.harness import bench
-from ddlearn.harness.report import plt, save_figure
 from ddlearn.harness.datasets import ensure_dataset
 from ddlearn.harness.fno import GridFNO, fno_matching
+from ddlearn.harness.report import plt, save_figure
 from ddlearn.nn import MIXERS
+from ddlearn.nn.checkpoint import load as load_checkpoint
 from ddlearn.nn.data import Split, load_dataset
 from ddlearn.nn.model import NeuralOperator
+from ddlearn.nn.registry import build_network
 from ddlearn.nn.train import FIT, Normalizer, fit, parameter_count, predict
 from ddlearn.nn.trainer import relative_error
-from ddlearn.nn.checkpoint import load as load_checkpoint
 
 STUDY = "neural_operator"
-MODELS = list(MIXERS) + ["fno"]
-#: the same for every model: backbone, optimiser and data budget (2-core CPU)
-BUDGET = {"width": 32, "depth": 3, "heads": 2, "mlp_ratio": 2, "latents": 32, "batch_size": 4,
-          "epochs": 8, "train": 200, "validation": 100, "weight_decay": 1e-4,
-          "lrs": [3e-4, 1e-3, 3e-3], "seeds": [0, 1, 2],
-          "schwarz": {"subdomains": 36, "overlap": 1, "partitioner": "boxes", "coarse": "nicolaides",
-                      "attention": "softmax", "levels": "both", "combine": "split",
-                      "prolongation": "phi"}}
-QUICK = {**BUDGET, "width": 16, "depth": 1, "latents": 8, "batch_size": 4, "epochs": 2,
-         "train": 8, "validation": 4, "lrs": [1e-3, 3e-3], "seeds": [0],
-         "schwarz": {**BUDGET["schwarz"], "subdomains": 4}}
-DATA = {"darcy": ("darcy", 2, 43), "darcy85": ("darcy", 2, 85),
-        "channels": ("channels", 2, 50), "inclusions": ("inclusions", 2, 50)}
-ABLATIONS = {"overlap0": {"overlap": 0}, "overlap2": {"overlap": 2},
-             "subdomains16": {"subdomains": 16}, "subdomains64": {"subdomains": 64},
-             "local": {"levels": "local"}, "coarse": {"levels": "coarse"},
-             "galerkin": {"attention": "galerkin"}, "hats": {"coarse": "hats"},
-             "sum": {"combine": "sum"}, "concat": {"combine": "concat"},
-             "prolongation": {"prolongation": "attention"}}
-#: the multiscale sets' models (this machine's budget: the mixers the targets name and FLARE++)
-MULTISCALE_MODELS = ["schwarz", "galerkin", "flare", "flare++"]
+NETWORK_MODELS = ("flare-net", "transolver-net")
+MODELS = (*MIXERS, "fno", *NETWORK_MODELS)
+#: one configuration for every model (a 2-core CPU's budget)
+CONFIG = {
+    "data": {"family": "darcy", "dim": 2, "fine": 169, "grid": 22, "transfer": [43, 85],
+             "train": 1000, "validation": 100, "test": 200},
+    "backbone": {"width": 32, "depth": 3, "heads": 4, "mlp_ratio": 2},
+    "mixers": {"flare": {"latents": 64}, "flare++": {"latents": 64},
+               "physics": {"slices": 64, "form": "grid"},
+               "schwarz": {"attention": "softmax", "levels": "both", "combine": "split",
+                           "prolongation": "phi"}},
+    "layout": {"subdomains": 16, "overlap": 1, "partitioner": "boxes", "coarse": "nicolaides"},
+    # the authors' Darcy networks at half their width and depth: FLARE 64 x 8 blocks, 16 heads,
+    # 256 latents; Transolver 128 x 8 blocks, 8 heads, 64 slices, structured-mesh form
+    "networks": {"flare-net": {"network": "flare", "width": 32, "depth": 4, "heads": 16,
+                               "latents": 256},
+                 "transolver-net": {"network": "transolver", "width": 64, "depth": 4,
+                                    "heads": 8, "slices": 64, "form": "grid"}},
+    "batch_size": 8, "weight_decay": 1e-4, "epochs": 40, "lrs": [3e-4, 1e-3, 3e-3], "widen": 2,
+    "seeds": [0, 1, 2], "pilot": ["schwarz", "flare"], "widths": [16, 24, 32, 48, 64, 96],
+    "timing_steps": 12,
+}
+QUICK = {**CONFIG,
+         "data": {"family": "darcy", "dim": 2, "fine": 29, "grid": 8, "transfer": [15, 29],
+                  "train": 12, "validation": 4, "test": 8},
+         "backbone": {**CONFIG["backbone"], "width": 16, "depth": 1},
+         "mixers": {**CONFIG["mixers"], "flare": {"latents": 8}, "flare++": {"latents": 8},
+                    "physics": {"slices": 8, "form": "grid"}},
+         "layout": {**CONFIG["layout"], "subdomains": 4},
+         "networks": {"flare-net": {**CONFIG["networks"]["flare-net"], "width": 16, "depth": 1,
+                                    "heads": 4, "latents": 8},
+                      "transolver-net": {**CONFIG["networks"]["transolver-net"], "width": 16,
+                                         "depth": 1, "heads": 4, "slices": 8}},
+         "batch_size": 4, "epochs": 2, "lrs": [1e-3, 3e-3], "widen": 1, "seeds": [0, 1],
+         "widths": [8, 16], "timing_steps": 2}
 
 
-def build(model: str, budget: dict, schwarz: dict | None = None, width: int | None = None):
-    """A model of the study by name: a mixer in the backbone (at :func:`matched_width` unless
-    ``width`` is given), or the matching FNO."""
+# -- models -----------------------------------------------------------------------------------
+
+def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
+    """A model of the study by name at ``width`` (default: its equal-parameter width)."""
+    if model in NETWORK_MODELS:
+        return build_network({**cfg["networks"][model], "dim": cfg["data"]["dim"]})
+    if width is None:
+        width = matched_width(model, cfg)
     if model == "fno":
-        ref = build("flare", budget)
-        m = fno_matching(parameter_count(ref))
-        return GridFNO(2, m["hidden"], m["modes"], m["layers"])
-    s = {**budget["schwarz"], **(schwarz or {})}
-    options = {"flare": {"latents": budget["latents"]}, "flare++": {"latents": budget["latents"]},
-               "physics": {"slices": budget["latents"]},
-               "schwarz": {k: s[k] for k in ("attention", "levels", "combine", "prolongation")}
-               }.get(model, {})
-    layout = {k: s[k] for k in ("subdomains", "overlap", "partitioner", "coarse")}
-    return NeuralOperator(dim=2, width=width or matched_width(model, budget),
-                          depth=budget["depth"], heads=budget["heads"], mixer=model,
-                          mixer_options=options, layout=layout if model == "schwarz" else None,
-                          mlp_ratio=budget["mlp_ratio"])
+        m = fno_match(cfg)
+        return GridFNO(cfg["data"]["dim"], width, m["modes"], m["layers"])
+    b = cfg["backbone"]
+    return NeuralOperator(dim=cfg["data"]["dim"], width=width, depth=b["depth"],
+                          heads=b["heads"], mixer=model, mixer_options=cfg["mixers"].get(model, {}),
+                          layout=cfg["layout"] if model == "schwarz" else None,
+                          mlp_ratio=b["mlp_ratio"])
 
 
-def matched_width(model: str, budget: dict, tolerance: float = 0.1) -> int:
-    """The budget's width where ``model`` has the Schwarz model's parameter count there within
-    ``tolerance``; otherwise the multiple of the heads (up to 4 x the width) nearest it."""
-    count = lambda m, w: parameter_count(build(m, budget, width=w))
-    width, heads = budget["width"], budget["heads"]
-    target = count("schwarz", width)
-    if model == "schwarz" or abs(count(model, width) - target) <= tolerance * target:
+def fno_match(cfg: dict) -> dict:
+    """FNO's ``hidden``, ``modes``, ``layers`` at the Schwarz model's parameter count."""
+    return fno_matching(parameter_count(build("schwarz", cfg, cfg["backbone"]["width"])),
+                        cfg["data"]["dim"])
+
+
+_WIDTHS: dict = {}
+
+
+def matched_width(model: str, cfg: dict, tolerance: float = 0.1) -> int:
+    """:func:`_matched_width`, remembered per model and configuration."""
+    key = (model, json.dumps(cfg, sort_keys=True), tolerance)
+    if key not in _WIDTHS:
+        _WIDTHS[key] = _matched_width(model, cfg, tolerance)
+    return _WIDTHS[key]
+
+
+def _matched_width(model: str, cfg: dict, tolerance: float) -> int:
+    """The budget width where ``model`` has the Schwarz model's parameter count there within
+    ``tolerance``; otherwise the multiple of the heads (up to 4 x the width) nearest it (FNO:
+    the matching's ``hidden``). The authors' networks keep their own width."""
+    if model in NETWORK_MODELS:
+        return cfg["networks"][model]["width"]
+    if model == "fno":
+        return fno_match(cfg)["hidden"]
+    width, heads = cfg["backbone"]["width"], cfg["backbone"]["heads"]
+    count = lambda w: parameter_count(build(model, cfg, w))
+    target = parameter_count(build("schwarz", cfg, width))
+    if model == "schwarz" or abs(count(width) - target) <= tolerance * target:
         return width
-    return min(range(heads, 4 * width + 1, heads), key=lambda w: abs(count(model, w) - target))
+    return min(range(heads, 4 * width + 1, heads), key=lambda w: abs(count(w) - target))
 
 
-def dataset(name: str, args, quick: bool):
-    family, dim, res = DATA[name]
-    opts = {"train": 24, "test": 8, "fine": 169 if family == "darcy" else 50} if quick else {}
-    if quick and family == "darcy":
-        opts["fine"], res = 29, {43: 15, 85: 29}[res]
-        opts["resolutions"] = [15, 29]
-    return load_dataset(ensure_dataset(family, dim, res, args.data, progress=not quick, **opts))
+# -- data -------------------------------------------------------------------------------------
+
+def dataset(cfg: dict, args, grid: int | None = None):
+    """The Darcy set at ``grid`` points per side (default: the training grid); every grid of
+    the study is made in one pass."""
+    d = cfg["data"]
+    grids = [d["grid"], *d["transfer"]]
+    path = ensure_dataset(d["family"], d["dim"], grid or d["grid"], args.data,
+                          progress=not args.quick, fine=d["fine"], resolutions=grids,
+                          train=d["train"] + d["validation"], test=d["test"])
+    return load_dataset(path)
 
 
-def splits(data, budget):
+def splits(data, cfg: dict):
     """The first ``train`` training samples, the last ``validation`` ones, the test set."""
-    tr = data.train
-    n, v = budget["train"], budget["validation"]
-    if n + v > len(tr):
-        raise ValueError(f"the budget asks for {n} + {v} training samples; the dataset has "
-                         f"{len(tr)}")
+    tr, n, v = data.train, cfg["data"]["train"], cfg["data"]["validation"]
     return (Split(tr.coefficient[:n], tr.solution[:n]),
             Split(tr.coefficient[-v:], tr.solution[-v:]), data.test)
 
 
-def error(model, split, coords, norm) -> float:
-    pred = predict(model, split.coefficient, coords, norm)
+def error(model, split, coords, norm, batch_size: int = 4) -> float:
+    """Mean relative L2 error of ``model`` on ``split``, physical units."""
+    pred = predict(model, split.coefficient, coords, norm, batch_size)
     return float(relative_error(pred, torch.as_tensor(
         split.solution.reshape(len(split.solution), -1))).mean())
 
 
-def run_one(args, budget, run: str, model_name: str, data_name: str, seed: int, lr: float,
-            epochs: int, schwarz: dict | None = None) -> dict:
-    """Train one model (resuming its checkpoint), evaluate, write its JSON."""
-    path = Path(args.out) / "runs" / f"{STUDY}-{run}.json"
-    if path.exists() and not args.quick:
+# -- one run ----------------------------------------------------------------------------------
+
+def run_name(model: str, width: int, lr: float, seed: int, epochs: int) -> str:
+    return f"{model}-w{width}-lr{lr:g}-s{seed}-e{epochs}"
+
+
+def _paths(args, name: str) -> tuple[Path, Path]:
+    out = Path(args.out)
+    return out / "runs" / f"{name}.json", out / "checkpoints" / f"{name}.pt"
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def run_one(args, cfg: dict, model_name: str, width: int, lr: float, seed: int,
+            epochs: int | None = None, callback=None, rerun: bool = False) -> dict:
+    """Train one model (resuming its checkpoint), score it on the validation and test sets,
+    write its JSON; an existing JSON is returned as it is unless ``rerun``. ``callback(entry)``
+    after every epoch (an exception there interrupts the run, leaving its checkpoint)."""
+    epochs = epochs or cfg["epochs"]
+    name = run_name(model_name, width, lr, seed, epochs)
+    path, ckpt = _paths(args, name)
+    if path.exists() and not rerun:
         return bench.read(str(path))
-    data = dataset(data_name, args, args.quick)
-    train, val, test = splits(data, budget)
+    data = dataset(cfg, args)
+    train, val, test = splits(data, cfg)
     torch.manual_seed(seed)
-    model = build(model_name, budget, schwarz)
+    model = build(model_name, cfg, width)
     model.use_mesh(data.coords)
-    config = replace(FIT, epochs=epochs, batch_size=budget["batch_size"], lr=lr,
-                     weight_decay=budget["weight_decay"], seed=seed)
+    config = replace(FIT, epochs=epochs, batch_size=cfg["batch_size"], lr=lr,
+                     weight_decay=cfg["weight_decay"], seed=seed)
     bench.peak_reset()
-    ckpt = str(Path(args.out) / "checkpoints" / f"{run}.pt")
-    out = fit(model, train, test, data.coords, config, checkpoint=ckpt, progress=not args.quick,
-              log_input=True, eval_every=epochs,
+    base_mb, load_before = bench.memory_mb("VmRSS"), _loadavg()
+    # the curve is the validation error (the model selection's set); the test set is read once
+    out = fit(model, train, val, data.coords, config, checkpoint=str(ckpt),
+              progress=not args.quick, log_input=True, eval_every=1, callback=callback,
               describe={"dataset": data.record.get("sha256"), "train": len(train.solution)})
     norm = Normalizer.from_state(out["normalizer"])
-    result = {"run": run, "model": model_name, "data": data_name, "seed": seed, "lr": lr,
+    result = {"run": name, "model": model_name, "width": width, "lr": lr, "seed": seed,
               "epochs": epochs, "parameters": parameter_count(model),
-              "width": model.config.get("width"),
-              "test_error": out["test_error"], "validation_error": error(model, val, data.coords,
-                                                                          norm),
+              "validation_error": out["test_error"],
+              "test_error": error(model, test, data.coords, norm),
               "seconds_per_epoch": out["seconds_per_epoch"], "peak_mb": bench.peak_mb(),
-              "history": out["history"], "budget": budget, "schwarz": schwarz or {},
-              "layout": model.mesh.describe() if getattr(model, "mesh", None) else None,
+              "peak_above_start_mb": bench.peak_mb() - (base_mb or 0.0),
+              "history": [{"epoch": h["epoch"], "loss": h["loss"], "seconds": h["seconds"],
+                           "validation_error": h.get("test_error")} for h in out["history"]],
+              "model_config": model.config, "config": cfg,
               "dataset": {k: data.record.get(k) for k in ("family", "grid", "sha256")},
-              "threads": torch.get_num_threads()}
-    bench.write(args, result, f"runs/{STUDY}-{run}")
-    bench.show(f"{run}: test {result['test_error']:.4g}, val {result['validation_error']:.4g}, "
-               f"{result['seconds_per_epoch']:.1f} s/epoch, {result['parameters']} parameters")
+              "threads": torch.get_num_threads(), "loadavg": [load_before, _loadavg()]}
+    bench.write(args, result, f"runs/{name}")
+    bench.show(f"{name}: validation {result['validation_error']:.4g}, test "
+               f"{result['test_error']:.4g}, {result['seconds_per_epoch']:.3g} s/epoch, "
+               f"{result['parameters']} parameters")
     return result
 
 
-def sweep_epochs(budget: dict) -> int:
-    return max(1, round(budget["epochs"] / 3))
-
-
-def best_lr(args, budget, model: str) -> float:
-    """The sweep's best rate for ``model`` (validation error), running the sweep if needed."""
-    runs = [run_one(args, budget, f"sweep-{model}-lr{lr:g}", model, "darcy", 0, lr,
-                    sweep_epochs(budget)) for lr in budget["lrs"]]
-    return min(runs, key=lambda r: r["validation_error"])["lr"]
-
-
-def plan(args, budget) -> list:
-    """Every run of the requested parts, as ``(run, thunk)`` in a fixed order."""
-    parts = ["sweep", "darcy", "transfer", "multiscale", "ablation"] if args.part == "all" \
-        else [args.part]
-    todo = []
-    for part in parts:
-        if part == "sweep":
-            todo += [(f"sweep-{m}-lr{lr:g}", lambda m=m, lr=lr: run_one(
-                args, budget, f"sweep-{m}-lr{lr:g}", m, "darcy", 0, lr,
-                sweep_epochs(budget))) for m in MODELS for lr in budget["lrs"]]
-        elif part in ("darcy", "multiscale"):
-            sets = ["darcy"] if part == "darcy" else ["channels", "inclusions"]
-            models = MODELS if part == "darcy" else MULTISCALE_MODELS
-            todo += [(f"{d}-{m}-s{s}", lambda d=d, m=m, s=s: run_one(
-                args, budget, f"{d}-{m}-s{s}", m, d, s, best_lr(args, budget, m),
-                budget["epochs"])) for d in sets for m in models for s in budget["seeds"]]
-        elif part == "ablation":
-            todo += [(f"ablation-{a}", lambda a=a, o=o: run_one(
-                args, budget, f"ablation-{a}", "schwarz", "darcy", 0,
-                best_lr(args, budget, "schwarz"), budget["epochs"], o))
-                for a, o in ABLATIONS.items()]
-        elif part == "transfer":
-            todo += [(f"transfer-{m}", lambda m=m: transfer(args, budget, m)) for m in MODELS]
-    return todo
-
-
-def transfer(args, budget, model_name: str) -> dict:
-    """The Darcy 43² model of seed 0 evaluated on the 85² test set."""
-    run = f"darcy-{model_name}-s0"
-    source = run_one(args, budget, run, model_name, "darcy", 0, best_lr(args, budget, model_name),
-                     budget["epochs"])
-    saved = load_checkpoint(str(Path(args.out) / "checkpoints" / f"{run}.pt"))
-    model = build(model_name, budget)
+def transfer(args, cfg: dict, source: dict) -> dict:
+    """The trained model of run ``source`` on the test sets of the finer grids (no
+    retraining); its checkpoint is retrained first where this machine no longer has it."""
+    name = f"transfer-{source['run']}"
+    path, _ = _paths(args, name)
+    if path.exists():
+        return bench.read(str(path))
+    _, ckpt = _paths(args, source["run"])
+    if not ckpt.exists():  # the run's JSON came from another machine: train it again here
+        source = run_one(args, cfg, source["model"], source["width"], source["lr"],
+                         source["seed"], source["epochs"], rerun=True)
+    saved = load_checkpoint(str(ckpt))
+    model = build(source["model"], cfg, source["width"])
     model.load_state_dict(saved["state"])
     norm = Normalizer.from_state(saved["extra"]["normalizer"])
-    fine = dataset("darcy85", args, args.quick)
-    model.use_mesh(fine.coords)
-    result = {"run": f"transfer-{model_name}", "model": model_name, "trained_on": "darcy",
-              "test_error_trained_grid": source["test_error"],
-              "test_error_fine_grid": error(model, fine.test, fine.coords, norm),
-              "fine_grid": fine.record.get("grid"), "budget": budget}
-    bench.write(args, result, f"runs/{STUDY}-transfer-{model_name}")
+    errors = {str(cfg["data"]["grid"]): source["test_error"]}
+    for grid in cfg["data"]["transfer"]:
+        fine = dataset(cfg, args, grid)
+        model.use_mesh(fine.coords)
+        errors[str(grid)] = error(model, fine.test, fine.coords, norm, batch_size=1)
+    result = {"run": name, "source": source["run"], "model": source["model"],
+              "seed": source["seed"], "width": source["width"], "test_error": errors,
+              "config": cfg}
+    bench.write(args, result, f"runs/{name}")
+    bench.show(f"{name}: " + ", ".join(f"{g}²: {e:.4g}" for g, e in errors.items()))
     return result
 
 
-# -- the report ------------------------------------------------------------------------------
+# -- timing -----------------------------------------------------------------------------------
 
-def _runs(out: str) -> dict:
-    return {p.stem.removeprefix(f"{STUDY}-"): bench.read(str(p))
-            for p in sorted((Path(out) / "runs").glob(f"{STUDY}-*.json"))}
+def step_seconds(model, data, cfg: dict, steps: int) -> float:
+    """Median seconds of one training step (forward, backward, AdamW) on a batch."""
+    coords = torch.as_tensor(data.coords, dtype=torch.float32)
+    b = cfg["batch_size"]
+    a = torch.as_tensor(np.log(data.train.coefficient[:b]).reshape(b, -1, 1), dtype=torch.float32)
+    u = torch.as_tensor(data.train.solution[:b].reshape(b, -1, 1), dtype=torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times = []
+    for k in range(steps + 2):  # two warm-up steps
+        t = time.perf_counter()
+        opt.zero_grad()
+        relative_error(model(a, coords), u).mean().backward()
+        opt.step()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times[2:]))
 
 
-def _stat(values):
+def widths_of(model: str, cfg: dict) -> list[int]:
+    """The widths a model is timed at: ``widths`` (its equal-parameter width among them)."""
+    return sorted({*cfg["widths"], matched_width(model, cfg)})
+
+
+def timing(args, cfg: dict) -> dict:
+    """Step time, parameters and peak memory of every model at every width; the equal-time
+    widths."""
+    path, _ = _paths(args, "timing")
+    if path.exists():
+        return bench.read(str(path))
+    data = dataset(cfg, args)
+    rows, load_before = [], _loadavg()
+    for model_name in MODELS:
+        for w in ([None] if model_name in NETWORK_MODELS else widths_of(model_name, cfg)):
+            torch.manual_seed(0)
+            model = build(model_name, cfg, w)
+            model.use_mesh(data.coords)
+            bench.peak_reset()
+            base = bench.memory_mb("VmRSS") or 0.0
+            s = step_seconds(model, data, cfg, cfg["timing_steps"])
+            rows.append({"model": model_name, "width": w or matched_width(model_name, cfg),
+                         "parameters": parameter_count(model), "step_s": s,
+                         "epoch_s": s * math.ceil(cfg["data"]["train"] / cfg["batch_size"]),
+                         "peak_above_start_mb": bench.peak_mb() - base})
+            bench.show(f"timing {model_name} width {rows[-1]['width']}: {s * 1e3:.1f} ms/step, "
+                       f"{rows[-1]['parameters']} parameters")
+    target = next(r["step_s"] for r in rows if r["model"] == "schwarz"
+                  and r["width"] == cfg["backbone"]["width"])
+    equal_time = {m: min((r for r in rows if r["model"] == m),
+                         key=lambda r: abs(math.log(r["step_s"] / target)))["width"]
+                  for m in MODELS if m not in NETWORK_MODELS}
+    result = {"rows": rows, "equal_time_width": equal_time, "target_step_s": target,
+              "threads": torch.get_num_threads(), "loadavg": [load_before, _loadavg()],
+              "config": cfg}
+    bench.write(args, result, "runs/timing")
+    return result
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+def rates_to_run(done: dict, lrs: list, widen: int) -> list:
+    """The sweep's rates so far, given ``done`` (rate -> validation error): ``lrs`` and, while
+    the best rate is at an edge, the next rate beyond it (x 3), at most ``widen`` per side."""
+    rates = sorted(lrs)
+    for _ in range(2 * widen + 1):
+        if not all(r in done for r in rates):
+            break
+        best = min(rates, key=lambda r: done[r])
+        low, high = sorted(lrs)[0], sorted(lrs)[-1]
+        if best == rates[0] and rates[0] > low / 3 ** widen * 1.01:
+            rates.insert(0, _round(rates[0] / 3))
+        elif best == rates[-1] and rates[-1] < high * 3 ** widen / 1.01:
+            rates.append(_round(rates[-1] * 3))
+        else:
+            break
+    return rates
+
+
+def _round(lr: float) -> float:
+    return float(f"{lr:.3g}")
+
+
+def best_rate(done: dict, lrs: list, widen: int) -> float | None:
+    """The sweep's best rate once it needs no more runs, else None."""
+    rates = rates_to_run(done, lrs, widen)
+    if not all(r in done for r in rates):
+        return None
+    return min(rates, key=lambda r: done[r])
+
+
+def _done(args) -> dict:
+    return {p.stem: bench.read(str(p)) for p in sorted((Path(args.out) / "runs").glob("*.json"))}
+
+
+def plan(args, cfg: dict) -> tuple[list, bool]:
+    """The runs that can start now, as ``(name, thunk)`` in priority order, and whether the
+    study has more to do after them."""
+    runs = _done(args)
+    if "timing" not in runs:
+        return [("timing", lambda: timing(args, cfg))], True
+    equal_time = runs["timing"]["equal_time_width"]
+    todo, waiting = [], False
+
+    def add(model, width, lr, seed, epochs=None):
+        name = run_name(model, width, lr, seed, epochs or cfg["epochs"])
+        if name not in runs:
+            todo.append((name, lambda: run_one(args, cfg, model, width, lr, seed, epochs)))
+
+    for model in MODELS:
+        w = matched_width(model, cfg)
+        sweep = {r["lr"]: r["validation_error"] for r in runs.values()
+                 if r.get("model") == model and r.get("width") == w and r.get("seed") == 0
+                 and r.get("epochs") == cfg["epochs"] and "lr" in r}
+        for lr in rates_to_run(sweep, cfg["lrs"], cfg["widen"]):
+            add(model, w, lr, 0)
+        lr = best_rate(sweep, cfg["lrs"], cfg["widen"])
+        if lr is None:
+            waiting = True
+            continue
+        for seed in cfg["seeds"][1:]:
+            add(model, w, lr, seed)
+        if model in cfg["pilot"]:
+            add(model, w, lr, 0, 2 * cfg["epochs"])
+        if model in equal_time and equal_time[model] != w:
+            for seed in cfg["seeds"]:
+                add(model, equal_time[model], lr, seed)
+        for seed in cfg["seeds"]:
+            source = runs.get(run_name(model, w, lr, seed, cfg["epochs"]))
+            if source is None:
+                waiting = True
+            elif f"transfer-{source['run']}" not in runs:
+                todo.append((f"transfer-{source['run']}",
+                             lambda s=source: transfer(args, cfg, s)))
+    return todo, bool(todo) or waiting
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+def _claim(args, name: str) -> bool:
+    """Take the lock of run ``name`` (a file with this process's host and id); a lock whose
+    process is gone is taken over."""
+    lock = Path(args.out) / "checkpoints" / f"{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = f"{socket.gethostname()} {os.getpid()}"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            host, _, pid = lock.read_text().partition(" ")
+            try:
+                alive = host != socket.gethostname() or (os.kill(int(pid), 0) is None)
+            except (ProcessLookupError, ValueError):
+                alive = False
+            if alive:
+                return False
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(me)
+        return True
+    return False
+
+
+def _release(args, name: str) -> None:
+    (Path(args.out) / "checkpoints" / f"{name}.lock").unlink(missing_ok=True)
+
+
+def work(args, cfg: dict) -> None:
+    """Run what the plan offers until the study is done, taking only unclaimed runs."""
+    while True:
+        todo, more = plan(args, cfg)
+        for name, thunk in todo:
+            if _claim(args, name):
+                try:
+                    thunk()
+                finally:
+                    _release(args, name)
+                break
+        else:
+            if not more:
+                return
+            time.sleep(0.2 if args.quick else 20)  # the others' runs unlock the next ones
+
+
+# -- the report -------------------------------------------------------------------------------
+
+def _stat(values) -> str:
     v = np.asarray(values, dtype=float)
     return f"{v.mean():.4f} ± {v.std():.4f}" if len(v) > 1 else f"{v.mean():.4f}"
 
 
-def tables(runs: dict) -> list[tuple[str, str]]:
+def summary(runs: dict, cfg: dict) -> dict:
+    """Per model: its sweep, best rate, and the seeds' runs at equal parameters and at equal
+    time; the pilot; the transfer."""
+    timing_ = runs.get("timing", {})
+    equal_time = timing_.get("equal_time_width", {})
+    out = {}
+    for model in MODELS:
+        w = matched_width(model, cfg)
+        mine = [r for r in runs.values() if r.get("model") == model and "lr" in r]
+        sweep = {r["lr"]: r["validation_error"] for r in mine
+                 if r["width"] == w and r["seed"] == 0 and r["epochs"] == cfg["epochs"]}
+        lr = best_rate(sweep, cfg["lrs"], cfg["widen"]) if sweep else None
+        pick = lambda width, epochs=cfg["epochs"]: [
+            r for r in mine if r["width"] == width and r["lr"] == lr and r["epochs"] == epochs]
+        out[model] = {"width": w, "sweep": sweep, "lr": lr, "param": pick(w),
+                      "time_width": equal_time.get(model, w),
+                      "time": pick(equal_time.get(model, w)), "pilot": pick(w, 2 * cfg["epochs"]),
+                      "transfer": [r for r in runs.values() if r.get("model") == model
+                                   and r["run"].startswith("transfer-")
+                                   and r.get("width") == w]}
+    return out
+
+
+def _epoch_s(runs: dict, model: str, width: int) -> float | None:
+    rows = runs.get("timing", {}).get("rows", [])
+    return next((r["epoch_s"] for r in rows if r["model"] == model and r["width"] == width), None)
+
+
+def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
+    s = summary(runs, cfg)
     sections = []
-    for part, sets in (("darcy", ["darcy"]), ("multiscale", ["channels", "inclusions"])):
-        for d in sets:
-            rows = []
-            for m in MODELS:
-                rs = [r for k, r in runs.items() if k.startswith(f"{d}-{m}-s")]
-                if not rs:
-                    continue
-                rows.append([m, len(rs), _stat([r["test_error"] for r in rs]),
-                             rs[0]["parameters"], f"{rs[0]['lr']:g}",
-                             f"{np.median([r['seconds_per_epoch'] for r in rs]):.1f}",
-                             f"{max(r['peak_mb'] for r in rs):.0f}"])
-            if rows:
-                means = {m: np.mean([r["test_error"] for k, r in runs.items()
-                                     if k.startswith(f"{d}-{m}-s")]) for m, *_ in rows}
-                ratios = ", ".join(f"{m} {means['schwarz'] / v:.2f}" for m, v in means.items()
-                                   if m != "schwarz") if "schwarz" in means else ""
-                sections.append((f"{d}: test relative L2 (mean ± std over seeds)",
-                                 bench.markdown_table(["model", "seeds", "test rel. L2",
-                                                       "parameters", "lr", "s / epoch",
-                                                       "peak MB"], rows)
-                                 + (f"\n\nSchwarz's mean error over each model's: {ratios}."
-                                    if ratios else "")))
-    sweep = [[k.removeprefix("sweep-"), f"{r['validation_error']:.4f}", f"{r['test_error']:.4f}"]
-             for k, r in runs.items() if k.startswith("sweep-")]
-    if sweep:
-        sections.append(("learning-rate sweep (seed 0, a third of the epochs)",
-                         bench.markdown_table(["model-lr", "validation", "test"], sweep)))
-    abl = [[k.removeprefix("ablation-"), json_short(r["schwarz"]), f"{r['test_error']:.4f}",
-            f"{r['seconds_per_epoch']:.1f}"] for k, r in runs.items()
-           if k.startswith("ablation-")]
-    base = runs.get("darcy-schwarz-s0")
-    if abl and base:
-        abl.insert(0, ["default", json_short(BUDGET["schwarz"]), f"{base['test_error']:.4f}",
-                       f"{base['seconds_per_epoch']:.1f}"])
-    if abl:
-        sections.append(("Schwarz ablations (Darcy 43², seed 0)",
-                         bench.markdown_table(["variant", "change", "test rel. L2", "s / epoch"],
-                                              abl)))
-    tr = [[r["model"], f"{r['test_error_trained_grid']:.4f}", f"{r['test_error_fine_grid']:.4f}"]
-          for k, r in runs.items() if k.startswith("transfer-")]
+    ref = lambda key: np.mean([r["test_error"] for r in s["schwarz"][key]]) \
+        if s["schwarz"][key] else None
+
+    def table(key, models, width_key):
+        rows = []
+        base = ref(key)
+        for m in models:
+            rs = s[m][key]
+            if not rs:
+                continue
+            mean = np.mean([r["test_error"] for r in rs])
+            e = _epoch_s(runs, m, s[m][width_key])
+            rows.append([m, s[m][width_key], rs[0]["parameters"], f"{s[m]['lr']:g}", len(rs),
+                         _stat([r["test_error"] for r in rs]),
+                         f"{base / mean:.2f}" if base else "",
+                         f"{e:.3g}" if e else "", f"{np.median([r['seconds_per_epoch'] for r in rs]):.3g}",
+                         f"{max(r['peak_above_start_mb'] for r in rs):.0f}"])
+        return bench.markdown_table(["model", "width", "parameters", "lr", "seeds",
+                                     "test rel. L2", "Schwarz / model", "s / epoch (timing)",
+                                     "s / epoch (run)", "peak MB"], rows)
+
+    mixers = [m for m in MODELS if m not in NETWORK_MODELS]
+    sections.append(("Equal parameters (the Schwarz model's count within 10 %)",
+                     table("param", mixers, "width")))
+    sections.append(("Equal time per epoch (each width's step time nearest the Schwarz model's)",
+                     table("time", mixers, "time_width")))
+    sections.append(("The authors' own networks (half their Darcy width and depth)",
+                     table("param", ["schwarz", *NETWORK_MODELS], "width")))
+    sweep_rows = [[m, ", ".join(f"{lr:g}: {v:.4f}" for lr, v in sorted(s[m]["sweep"].items())),
+                   f"{s[m]['lr']:g}" if s[m]["lr"] else "(running)"] for m in MODELS
+                  if s[m]["sweep"]]
+    sections.append(("Learning-rate sweep (seed 0, full schedule; validation rel. L2)",
+                     bench.markdown_table(["model", "rate: validation", "best"], sweep_rows)))
+    pilot = [[m, _stat([r["test_error"] for r in s[m]["param"] if r["seed"] == 0]),
+              f"{s[m]['pilot'][0]['test_error']:.4f}"] for m in cfg["pilot"] if s[m]["pilot"]]
+    if pilot:
+        sections.append((f"Flattening: seed 0 at {cfg['epochs']} and {2 * cfg['epochs']} epochs",
+                         bench.markdown_table(["model", f"{cfg['epochs']} epochs",
+                                               f"{2 * cfg['epochs']} epochs"], pilot)))
+    grids = [str(cfg["data"]["grid"]), *map(str, cfg["data"]["transfer"])]
+    tr = []
+    for m in MODELS:
+        rs = s[m]["transfer"]
+        if rs:
+            means = [np.mean([r["test_error"][g] for r in rs]) for g in grids]
+            tr.append([m, len(rs), *(f"{v:.4f}" for v in means),
+                       *(f"{v / means[0]:.2f}" for v in means[1:])])
     if tr:
-        sections.append(("resolution transfer (trained on 43², tested on 85², seed 0)",
-                         bench.markdown_table(["model", "43² test", "85² test"], tr)))
+        sections.append((f"Resolution transfer (trained on {grids[0]}², no retraining)",
+                         bench.markdown_table(["model", "seeds", *(f"{g}² test" for g in grids),
+                                               *(f"{g}² / {grids[0]}²" for g in grids[1:])],
+                                              tr)))
     return sections
 
 
-def json_short(d: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in d.items())
-
-
-def plot(runs: dict, out: str) -> str | None:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for m in MODELS:
-        rs = [r for k, r in runs.items() if k.startswith(f"darcy-{m}-s")]
-        for i, r in enumerate(rs):
-            h = [e for e in r["history"] if "test_error" in e]
-            ax.plot([e["epoch"] for e in h], [e["test_error"] for e in h],
-                    color=f"C{MODELS.index(m)}", label=m if i == 0 else None, marker="o")
-    if not ax.lines:
+def plot(runs: dict, cfg: dict, out: str) -> list[str]:
+    """Training curves (seed 0 at the best rate) and the sweep."""
+    s = summary(runs, cfg)
+    made = []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for i, m in enumerate(MODELS):
+        r = next((r for r in s[m]["param"] if r["seed"] == 0), None)
+        if r is None:
+            continue
+        h = r["history"]
+        axes[0].plot([e["epoch"] for e in h], [e["loss"] for e in h], color=f"C{i % 10}",
+                     label=m)
+        axes[1].plot([e["epoch"] for e in h], [e["validation_error"] for e in h],
+                     color=f"C{i % 10}", label=m)
+    if axes[0].lines:
+        axes[0].set(xlabel="epoch", ylabel="training loss (rel. L2)", yscale="log")
+        axes[1].set(xlabel="epoch", ylabel="validation rel. L2", yscale="log")
+        axes[1].legend(fontsize=7)
+        made.append(save_figure(fig, os.path.join(out, "curves.png"), 120))
+    else:
         plt.close(fig)
-        return None
-    ax.set(xlabel="epoch", ylabel="test relative L2", yscale="log", title="Darcy 43²")
-    ax.legend()
-    path = os.path.join(out, "darcy_test_error.png")
-    return save_figure(fig, path, 120)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, m in enumerate(MODELS):
+        if s[m]["sweep"]:
+            lrs = sorted(s[m]["sweep"])
+            ax.plot(lrs, [s[m]["sweep"][lr] for lr in lrs], marker="o", color=f"C{i % 10}",
+                    label=m)
+    if ax.lines:
+        ax.set(xscale="log", yscale="log", xlabel="peak learning rate",
+               ylabel="validation rel. L2 (seed 0)")
+        ax.legend(fontsize=7)
+        made.append(save_figure(fig, os.path.join(out, "sweep.png"), 120))
+    else:
+        plt.close(fig)
+    return made
 
 
 def report(args) -> None:
-    runs = _runs(args.out)
-    sections = tables(runs)
-    if plot(runs, args.out):
-        sections.append(("test error during training", "![Darcy](darcy_test_error.png)"))
+    cfg = QUICK if args.quick else CONFIG
+    runs = _done(args)
+    sections = tables(runs, cfg)
+    for path in plot(runs, cfg, args.out):
+        name = os.path.basename(path)
+        sections.append((name.removesuffix(".png"), f"![{name}]({name})"))
     stamps = {}
     for k, r in runs.items():  # one line per distinct command and commit
         p = r.get("provenance", {})
@@ -315,33 +610,60 @@ def report(args) -> None:
     made = [f"- `{c}` at commit {h}{' (with uncommitted changes)' if d else ''}: {len(ks)} runs"
             for (c, h, d), ks in stamps.items()]
     proc = next(iter(runs.values()), {}).get("provenance", {})
-    intro = (f"Budget, the same for every model: `{json_short(BUDGET)}`. One thread per run, "
-             f"on {proc.get('cores')} cores ({proc.get('processor')}); each run's JSON in "
-             f"`runs/` holds its full stamp and history.\n\nMade by:\n\n" + "\n".join(made))
-    bench.write_readme(args, "Neural operators: every token mixer in one backbone", sections,
+    todo, more = plan(args, cfg)
+    state = (f"{len(runs)} runs done; the study goes on with the same command (it resumes "
+             f"where it stopped: {len(todo)} run{'s' * (len(todo) != 1)} can start now)." if more
+             else f"All {len(runs)} runs done.")
+    machine = (f"One thread per run, on {proc['cores']} cores ({proc['processor']}). "
+               if proc else "")
+    intro = (f"{state} {machine}Each run's JSON in `runs/` holds its stamp and its curves; the "
+             f"earlier, smaller study is in [HISTORY.md](HISTORY.md). The configuration, the "
+             f"same for every model:\n\n```json\n{json.dumps(cfg, indent=1)}\n```\n\n"
+             f"Made by:\n\n" + ("\n".join(made) or "- (no runs yet)"))
+    bench.write_readme(args, "Token mixers against their authors' baselines (Darcy)", sections,
                        {}, intro=intro)
 
 
-def main(argv=None) -> None:
+def _without_workers(argv: list) -> list:
+    """``argv`` without its ``--workers`` option (a worker runs alone)."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a.startswith("--workers="):
+            skip = False
+            continue
+        if a == "--workers":
+            skip = True
+            continue
+        out.append(a)
+    return out
+
+
+def parse_args(argv=None):
+    """The study's options (the harness's and ``--workers``, ``--data``)."""
     ap = bench.parser(STUDY, __doc__.split("\n")[0])
-    ap.add_argument("--part", default="all",
-                    choices=["sweep", "darcy", "multiscale", "ablation", "transfer", "all"])
-    ap.add_argument("--shard", default="0/1", help="I/N: run every N-th run starting at I")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes sharing the work (one thread each; 2 on a 2-core machine)")
     ap.add_argument("--data", default=None, help="dataset cache folder (default: "
                     "$DDLEARN_DATA or ~/.cache/ddlearn/datasets)")
     args = bench.parse(ap, argv)
+    if args.workers < 1:
+        ap.error(f"--workers must be at least 1, got {args.workers}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     if args.report:
         return report(args)
-    torch.set_num_threads(1)  # two shards share two cores; one thread is also the fair timing
-    budget = QUICK if args.quick else BUDGET
-    try:
-        i, n = (int(v) for v in args.shard.split("/"))
-        assert 0 <= i < n
-    except (ValueError, AssertionError):
-        ap.error(f"--shard must be I/N with 0 <= I < N, got {args.shard!r}")
-    for k, (run, thunk) in enumerate(plan(args, budget)):
-        if k % n == i:
-            thunk()
+    torch.set_num_threads(1)  # the workers share the cores; one thread is also the fair timing
+    cfg = QUICK if args.quick else CONFIG
+    dataset(cfg, args)  # made once, before any worker starts
+    others = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
+                                *_without_workers(sys.argv[1:] if argv is None else argv)])
+              for _ in range(args.workers - 1)]
+    work(args, cfg)
+    if any(p.wait() for p in others):
+        raise SystemExit("a worker failed: rerun the same command to resume")
     report(args)
 
 

@@ -1,31 +1,107 @@
-"""The neural-operator study's quick run: every model trains through the same loop on data the
-solver makes, with matched parameter counts, stamped per-run JSON, a resumable rerun, and a
-report regenerated from the JSON."""
+"""The token-mixer study's quick form: every step (timing, sweep, seeds, pilot, equal time,
+transfer) on data the solver makes, twice in a fresh folder (the second run finds everything
+done); an interrupted run of every model resumes to the uninterrupted result; the sweep widens
+until its best rate lies inside."""
 import json
+
+import numpy as np
+import pytest
 
 from conftest import ROOT, load_script
 
+mod = load_script("benchmarks/neural_operator.py")
 
-def test_neural_operator_quick(tmp_path):
-    mod = load_script("benchmarks/neural_operator.py")
+
+def _runs(out):
+    return {p.stem: json.loads(p.read_text()) for p in (out / "runs").glob("*.json")}
+
+
+def test_quick_study_twice_in_a_fresh_folder(tmp_path):
     out, data = tmp_path / "out", tmp_path / "data"
-    mod.main(["--quick", "--part", "darcy", "--out", str(out), "--data", str(data)])
-    runs = {p.stem: json.loads(p.read_text()) for p in (out / "runs").glob("*.json")}
-    final = {r["model"]: r for k, r in runs.items() if "-darcy-" in k}
-    assert set(final) == set(mod.MODELS)
-    counts = [r["parameters"] for r in final.values()]
-    assert max(counts) <= 1.25 * min(counts)  # the quick sizes are tiny; the study's are +-10 %
-    for r in final.values():
-        stamp = r["provenance"]
-        assert "--quick" in stamp["command"] and stamp["commit"]
-        assert 0 < r["test_error"] < 10 and r["seconds_per_epoch"] > 0
-        swept = [s["lr"] for k, s in runs.items() if k.startswith(
-            f"neural_operator-sweep-{r['model']}-")]
-        assert sorted(swept) == sorted(mod.QUICK["lrs"]) and r["lr"] in swept
-        assert str(ROOT) not in json.dumps(r)
-    # a rerun finds every run done (the checkpoints and JSON) and only rewrites the report
-    before = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
-    mod.main(["--report", "--out", str(out)])
+    argv = ["--quick", "--out", str(out), "--data", str(data)]
+    mod.main(argv)
+    runs = _runs(out)
+    cfg = mod.QUICK
+    assert set(runs["timing"]["equal_time_width"]) == set(mod.MODELS) - set(mod.NETWORK_MODELS)
+    trained = [r for r in runs.values() if "validation_error" in r]
+    for model in mod.MODELS:
+        mine = [r for r in trained if r["model"] == model]
+        width = mod.matched_width(model, cfg)
+        sweep = {r["lr"]: r["validation_error"] for r in mine
+                 if r["width"] == width and r["seed"] == 0 and r["epochs"] == cfg["epochs"]}
+        best = mod.best_rate(sweep, cfg["lrs"], cfg["widen"])
+        assert best is not None and set(cfg["lrs"]) <= set(sweep)
+        seeds = {r["seed"] for r in mine if r["lr"] == best and r["width"] == width}
+        assert seeds == set(cfg["seeds"])
+        transfers = [r for r in runs.values() if r.get("model") == model and "source" in r]
+        assert len(transfers) == len(cfg["seeds"])
+        for t in transfers:
+            assert set(t["test_error"]) == {str(g) for g in
+                                            [cfg["data"]["grid"], *cfg["data"]["transfer"]]}
+            assert all(0 < e < 10 for e in t["test_error"].values())
+        for r in mine:
+            assert 0 < r["test_error"] < 10 and r["seconds_per_epoch"] > 0
+            assert len(r["history"]) == r["epochs"]
+            assert "--quick" in r["provenance"]["command"] and r["provenance"]["commit"]
+            assert str(ROOT) not in json.dumps(r)
+    for model in cfg["pilot"]:
+        assert any(r["model"] == model and r["epochs"] == 2 * cfg["epochs"] for r in trained)
+    # equal parameters: the quick widths are coarse, the study's match within 10 %
+    counts = [r["parameters"] for r in trained if r["model"] in mod.MIXERS
+              and r["width"] == mod.matched_width(r["model"], cfg)]
+    assert max(counts) <= 1.5 * min(counts)
     text = (out / "README.md").read_text()
-    assert "darcy: test relative L2" in text and "learning-rate sweep" in text
+    for head in ("Equal parameters", "Equal time per epoch", "authors' own networks",
+                 "Learning-rate sweep", "Flattening", "Resolution transfer"):
+        assert head in text
+    assert (out / "curves.png").stat().st_size > 0 and (out / "sweep.png").stat().st_size > 0
+
+    # the same command again finds every run done and only rewrites the report
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
+    mod.main(argv)
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")} == before
+    assert (out / "README.md").read_text() == text
+
+
+class Interrupt(Exception):
+    pass
+
+
+def _stop_after_first_epoch(entry):
+    if entry["epoch"] == 1:
+        raise Interrupt
+
+
+@pytest.mark.parametrize("model", mod.MODELS)
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, model):
+    data = tmp_path / "data"
+    cfg = mod.QUICK
+    width, lr, seed = mod.matched_width(model, cfg), cfg["lrs"][0], 0
+
+    whole = mod.parse_args(["--quick", "--out", str(tmp_path / "whole"), "--data", str(data)])
+    expected = mod.run_one(whole, cfg, model, width, lr, seed)
+
+    cut = mod.parse_args(["--quick", "--out", str(tmp_path / "cut"), "--data", str(data)])
+    with pytest.raises(Interrupt):
+        mod.run_one(cut, cfg, model, width, lr, seed, callback=_stop_after_first_epoch)
+    assert not (tmp_path / "cut" / "runs").exists() or not list((tmp_path / "cut" / "runs").glob("*"))
+    resumed = mod.run_one(cut, cfg, model, width, lr, seed)
+    assert resumed["test_error"] == pytest.approx(expected["test_error"], rel=1e-10)
+    np.testing.assert_allclose([h["loss"] for h in resumed["history"]],
+                               [h["loss"] for h in expected["history"]], rtol=1e-10)
+
+
+def test_the_sweep_widens_until_its_best_rate_is_inside():
+    lrs = [1e-3, 3e-3]
+    assert mod.rates_to_run({}, lrs, 2) == lrs
+    # the best at the top edge asks for the next rate up, then stops once it lies inside
+    assert mod.rates_to_run({1e-3: 0.5, 3e-3: 0.4}, lrs, 2) == [1e-3, 3e-3, 9e-3]
+    assert mod.best_rate({1e-3: 0.5, 3e-3: 0.4}, lrs, 2) is None
+    done = {1e-3: 0.5, 3e-3: 0.4, 9e-3: 0.45}
+    assert mod.rates_to_run(done, lrs, 2) == [1e-3, 3e-3, 9e-3]
+    assert mod.best_rate(done, lrs, 2) == 3e-3
+    # the bottom edge, widened at most `widen` steps per side
+    done = {1e-3: 0.3, 3e-3: 0.4, 3.33e-4: 0.2, 1.11e-4: 0.1}
+    assert mod.rates_to_run(done, lrs, 2) == [1.11e-4, 3.33e-4, 1e-3, 3e-3]
+    assert mod.best_rate(done, lrs, 2) == 1.11e-4  # the limit reached: reported at the edge
+    assert mod.rates_to_run({1e-3: 0.3, 3e-3: 0.4}, lrs, 0) == lrs

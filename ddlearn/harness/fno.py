@@ -6,6 +6,8 @@ tensor grids only (any resolution, as its spectral weights are resolution-free).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from neuralop.models import FNO
 from torch import nn
@@ -13,6 +15,11 @@ from torch import nn
 from ..nn.train import parameter_count
 
 __all__ = ["GridFNO", "fno_matching"]
+
+# neuralop and tensorly-torch index with lists, which torch deprecates at every forward pass;
+# the warning is theirs to fix and would bury the study's own output
+warnings.filterwarnings("ignore", message="Using a non-tuple sequence for multidimensional",
+                        category=UserWarning, module=r"(neuralop|tltorch)\.")
 
 
 class GridFNO(nn.Module):
