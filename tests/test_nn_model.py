@@ -58,8 +58,9 @@ def test_resume_continues_the_same_run(tmp_path):
             raise KeyboardInterrupt
 
     whole_model = model()
+    # the uninterrupted run shows its progress bar: the bar changes nothing of the run
     fit(whole_model, train, test, coords, config, checkpoint=str(tmp_path / "whole.pt"),
-        progress=False)
+        progress=True)
     path = str(tmp_path / "part.pt")
     with pytest.raises(KeyboardInterrupt):
         fit(model(), train, test, coords, config, checkpoint=path, progress=False,

@@ -289,8 +289,9 @@ class Trainer:
                 metrics = self._evaluate()
                 self._record(self.step, lv, metrics)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{lv:.2e}", **{k: f"{v:.2e}" for k, v in
-                                                         metrics.items() if v is not None})
+                    # an evaluation's own "loss" (e.g. the epoch's mean) wins over the step's
+                    bar.set_postfix({"loss": f"{lv:.2e}", **{k: f"{v:.2e}" for k, v in
+                                                           metrics.items() if v is not None}})
                 if self.monitor is not None:
                     value = metrics[self.monitor]
                     since_best = 0 if self.best.offer(value, self.step) else since_best + 1
