@@ -96,7 +96,7 @@ from . import bench
 
 __all__ = ["FAMILIES", "DEFAULTS", "CONTRAST_RANGE", "PREFIX", "data_dir", "grf",
            "darcy_coefficient", "sample_coefficient", "options", "reachable", "dataset_name",
-           "solve_sample", "solver_options", "fine_problem", "generate", "ensure_dataset",
+           "solve_sample", "solver_options", "fine_problem", "generate", "cached", "ensure_dataset",
            "command_line", "main"]
 
 FAMILIES = ("darcy", "channels", "inclusions")
@@ -439,14 +439,15 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
     return paths
 
 
-def _cached(path: str, opts: dict) -> bool:
-    """The dataset at ``path`` exists, was made with ``opts`` and its content hash verifies."""
+def cached(path: str, generator: dict) -> bool:
+    """The dataset at ``path`` exists, its record's ``generator`` is ``generator`` and its
+    content hash verifies."""
     npz, rec = dataset_files(path)
     if not (os.path.exists(npz) and os.path.exists(rec)):
         return False
     try:
         record = read_record(path)
-        if record.get("generator") != _generator_key(opts):
+        if record.get("generator") != generator:
             return False
         load_dataset(path, verify=True)
     except ValueError:
@@ -477,7 +478,7 @@ def ensure_dataset(family: str, dim: int, resolution: int, out_dir: str | None =
         requested = requested.split(",")
     full = options(family, dim, resolutions=[int(resolution), *requested], **opts)
     path = os.path.join(out_dir, dataset_name(full, int(resolution)))
-    ok = comm.bcast(_cached(path, full) if comm.Get_rank() == 0 else None, root=0)
+    ok = comm.bcast(cached(path, _generator_key(full)) if comm.Get_rank() == 0 else None, root=0)
     if not ok:
         generate(full, out_dir, comm, progress)
     return path
@@ -540,9 +541,9 @@ def main(argv: list[str] | None = None, comm=COMM) -> list[str]:
     except ValueError as e:
         ap.error(str(e))
     paths = [os.path.join(out, dataset_name(opts, R)) for R in opts["resolutions"]]
-    cached = comm.bcast(all(_cached(p, opts) for p in paths) if comm.Get_rank() == 0
-                        else None, root=0)
-    if cached and not args.force:
+    done = comm.bcast(all(cached(p, _generator_key(opts)) for p in paths)
+                      if comm.Get_rank() == 0 else None, root=0)
+    if done and not args.force:
         bench.show(f"cached and verified: {', '.join(paths)}", comm)
         return paths
     paths = generate(opts, out, comm, progress=not args.quiet)

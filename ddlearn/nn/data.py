@@ -13,6 +13,9 @@ A dataset is ``S`` samples of an input field and the solution of a PDE on one gr
     order: a grid is indexed ``[iy, ix]`` (2D) or ``[iz, iy, ix]`` (3D), so x varies fastest
     and token ``t = iy * nx + ix`` sits at ``(ix / (nx-1), iy / (ny-1))``;
 
+or, on an unstructured mesh, ``coefficient`` and ``solution`` ``[S, T]`` at its ``T`` nodes and
+``coords`` ``[T, 2]`` or ``[T, 3]`` the nodes' coordinates (``grid`` is then ``(T,)``);
+
 and a JSON record beside them (family, dim, grid, fine grid, subsampling factor, train/test
 counts, the seed rule, the solver options and the iteration/residual statistics, the
 provenance stamp: command, commit, date, ...) that ends with ``sha256``, the *content hash*
@@ -102,13 +105,17 @@ def _check_arrays(arrays: dict, where: str) -> tuple[int, tuple]:
         if arrays[name].dtype != np.float64:
             raise ValueError(f"{where}: array {name!r} is {arrays[name].dtype}, not float64")
     coef, sol, coords = arrays["coefficient"], arrays["solution"], arrays["coords"]
-    if coef.ndim < 3 or coef.shape != sol.shape:
+    if coef.ndim < 2 or coef.ndim > 4 or coef.shape != sol.shape:
         raise ValueError(f"{where}: inconsistent shapes: coefficient {coef.shape} and solution "
-                         f"{sol.shape} must both be [samples, *grid] with a 2D or 3D grid")
+                         f"{sol.shape} must both be [samples, *grid] with a 2D or 3D grid, or "
+                         f"[samples, nodes] on a mesh")
     grid = coef.shape[1:]
-    if coords.shape != (int(np.prod(grid)), len(grid)):
+    # a mesh's nodes carry their own coordinates, of the mesh's dimension
+    dims = (2, 3) if len(grid) == 1 else (len(grid),)
+    if coords.ndim != 2 or coords.shape[0] != int(np.prod(grid)) or coords.shape[1] not in dims:
         raise ValueError(f"{where}: inconsistent shapes: coords {coords.shape} does not match "
-                         f"the grid {grid} (expected {(int(np.prod(grid)), len(grid))})")
+                         f"the grid {grid} (expected ({int(np.prod(grid))}, "
+                         f"{' or '.join(map(str, dims))}))")
     return coef.shape[0], grid
 
 
@@ -156,7 +163,12 @@ class Dataset:
 
     @property
     def dim(self) -> int:
-        return len(self.grid)
+        return self.coords.shape[1]
+
+    @property
+    def mesh(self) -> bool:
+        """Whether the samples live on a mesh's nodes (``[S, nodes]``), not on a tensor grid."""
+        return len(self.grid) == 1
 
     def _split(self, start, stop) -> Split:
         return Split(self.coefficient[start:stop], self.solution[start:stop])
