@@ -96,7 +96,7 @@ from . import bench
 
 __all__ = ["FAMILIES", "DEFAULTS", "CONTRAST_RANGE", "PREFIX", "data_dir", "grf",
            "darcy_coefficient", "sample_coefficient", "options", "reachable", "dataset_name",
-           "solve_sample", "solver_options", "fine_problem", "generate", "cached", "ensure_dataset",
+           "solve_csr", "solve_sample", "solver_options", "fine_problem", "generate", "cached", "stats", "ensure_dataset",
            "command_line", "main"]
 
 FAMILIES = ("darcy", "channels", "inclusions")
@@ -289,56 +289,61 @@ def command_line(opts: dict) -> list[str]:
 
 # -- the solve ----------------------------------------------------------------------------------
 
-def solver_options(opts: dict) -> dict:
-    """Put the KSP's settings under :data:`PREFIX` into the options database (ours override a
-    user's for the keys we own) and return every ``-dataset_*`` option, for the record."""
+def solver_options(opts: dict, **owned) -> dict:
+    """Put the KSP's settings under :data:`PREFIX` into the options database (ours, and the
+    ``owned`` keys, override a user's for the keys we own) and return every ``-dataset_*``
+    option, for the record."""
     db = PETSc.Options()
     owned = {"ksp_type": "cg", "ksp_rtol": repr(opts["rtol"]), "ksp_max_it": "10000",
              "ksp_norm_type": "unpreconditioned", "pc_type": "python",
              "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
-             "ddlearn_subdomains": str(opts["subdomains"])}
+             "ddlearn_subdomains": str(opts["subdomains"]), **owned}
     for key, value in owned.items():
         db.setValue(PREFIX + key, value)
     return {k: v for k, v in sorted(db.getAll().items()) if k.startswith(PREFIX)}
 
 
-def solve_sample(problem: Diffusion, guess: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, int, float]:
-    r"""Solve :math:`Au = 1` for ``problem`` on ``COMM_SELF`` with a fresh KSP (options prefix
-    :data:`PREFIX`; zero initial guess, or ``guess``: interior values in natural order); return
-    the interior solution in natural order, the iteration count and the true relative residual
-    :math:`\|1 - Au\|/\|1\|` (scipy).
+def solve_csr(M, b: np.ndarray, coords: np.ndarray, guess: np.ndarray | None = None
+              ) -> tuple[np.ndarray, int, float]:
+    r"""Solve :math:`Mu = b` (scipy CSR, SPD) on ``COMM_SELF`` with a fresh KSP (options prefix
+    :data:`PREFIX`, the unknowns' ``coords`` attached; zero initial guess, or ``guess``); return
+    ``u``, the iteration count and the true relative residual :math:`\|b - Mu\|/\|b\|`.
 
     Raises
     ------
     RuntimeError
         When CG does not converge."""
-    M = problem.matrix()
-    A = PETSc.Mat().createAIJ((problem.n, problem.n), csr=(M.indptr, M.indices, M.data),
-                              comm=PETSc.COMM_SELF)
+    A = PETSc.Mat().createAIJ(M.shape, csr=(M.indptr, M.indices, M.data), comm=PETSc.COMM_SELF)
     A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
     A.assemble()
-    set_coordinates(A, problem.coordinates())
+    set_coordinates(A, coords)
     ksp = PETSc.KSP().create(PETSc.COMM_SELF)
     ksp.setOptionsPrefix(PREFIX)
     ksp.setOperators(A)
     ksp.setFromOptions()
-    b, x = A.createVecs()
-    b.set(1.0)
+    rhs, x = A.createVecs()
+    rhs.setArray(np.asarray(b, dtype=np.float64))
     if guess is not None:
         x.setArray(np.asarray(guess, dtype=np.float64))
         ksp.setInitialGuessNonzero(True)
     try:
-        ksp.solve(b, x)
+        ksp.solve(rhs, x)
         its, reason = ksp.getIterationNumber(), ksp.getConvergedReason()
         u = x.getArray().copy()
     finally:
-        ksp.destroy(), A.destroy(), b.destroy(), x.destroy()
+        ksp.destroy(), A.destroy(), rhs.destroy(), x.destroy()
     if reason <= 0:
         raise RuntimeError(f"CG did not converge (reason {reason}, {its} iterations)")
-    ones = np.ones(problem.n)
-    res = float(np.linalg.norm(ones - M @ u) / np.linalg.norm(ones))
+    res = float(np.linalg.norm(b - M @ u) / np.linalg.norm(b))
     return u, int(its), res
+
+
+def solve_sample(problem: Diffusion, guess: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, int, float]:
+    r"""Solve :math:`Au = 1` for ``problem`` (:func:`solve_csr`; ``guess``: interior values in
+    natural order); return the interior solution in natural order, the iteration count and the
+    true relative residual."""
+    return solve_csr(problem.matrix(), np.ones(problem.n), problem.coordinates(), guess)
 
 
 def fine_problem(opts: dict, a: np.ndarray) -> Diffusion:
@@ -353,7 +358,8 @@ def _full(u: np.ndarray, fine: int, dim: int) -> np.ndarray:
     return out
 
 
-def _stats(values) -> dict:
+def stats(values) -> dict:
+    """``min``, ``mean`` and ``max`` of ``values`` (floats), for a record."""
     v = np.asarray(values, dtype=float)
     return {"min": float(v.min()), "mean": float(v.mean()), "max": float(v.max())}
 
@@ -428,9 +434,9 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
                            "rtol": opts["rtol"], "norm": "unpreconditioned",
                            "pc": "ddlearn.pc.TwoLevelSchwarzPC (default coarse space)",
                            "petsc_options": solver},
-                "iterations": {**_stats(its), "per_sample": its.tolist()},
-                "true_relative_residual": _stats(res),
-                "seconds_per_sample": {**_stats(sec), "ranks": size},
+                "iterations": {**stats(its), "per_sample": its.tolist()},
+                "true_relative_residual": stats(res),
+                "seconds_per_sample": {**stats(sec), "ranks": size},
                 "generator": _generator_key(opts),
                 "command": stamp["command"], "commit": stamp["commit"],
                 "date": stamp["date"], "provenance": stamp}

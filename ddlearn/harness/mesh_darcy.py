@@ -43,16 +43,14 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from petsc4py import PETSc
 from scipy.spatial import Delaunay
 from tqdm import tqdm
 
 from ddlearn.decomposition.timing import Timer
 from ddlearn.nn.data import save_dataset
-from ddlearn.pc import set_coordinates
 
 from . import bench
-from .datasets import PREFIX, cached, data_dir
+from .datasets import cached, data_dir, solve_csr, solver_options, stats
 
 try:
     from skfem import Basis, BilinearForm, ElementTriP1, LinearForm, MeshTri, asm
@@ -191,8 +189,8 @@ def _one(v, w):
 
 def solve_sample(basis: Basis, a: np.ndarray, interior: np.ndarray
                  ) -> tuple[np.ndarray, int, float]:
-    r"""Solve the P1 problem of nodal coefficient ``a`` on ``COMM_SELF`` (a fresh KSP, options
-    prefix :data:`ddlearn.harness.datasets.PREFIX`); return ``u`` at every node (zero on the
+    r"""Solve the P1 problem of nodal coefficient ``a`` (:func:`ddlearn.harness.datasets.solve_csr`
+    on the interior nodes, their coordinates attached); return ``u`` at every node (zero on the
     boundary), the iteration count and the true relative residual of the interior system.
 
     Raises
@@ -201,41 +199,11 @@ def solve_sample(basis: Basis, a: np.ndarray, interior: np.ndarray
         When CG does not converge."""
     K = asm(_diffusion, basis, a=basis.interpolate(a))
     f = asm(_one, basis)
-    M = sp.csr_matrix(K[interior][:, interior])
-    b_int = f[interior]
-    A = PETSc.Mat().createAIJ(M.shape, csr=(M.indptr, M.indices, M.data), comm=PETSc.COMM_SELF)
-    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    A.assemble()
-    set_coordinates(A, basis.mesh.p.T[interior])
-    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
-    ksp.setOptionsPrefix(PREFIX)
-    ksp.setOperators(A)
-    ksp.setFromOptions()
-    b, x = A.createVecs()
-    b.setArray(b_int)
-    try:
-        ksp.solve(b, x)
-        its, reason = ksp.getIterationNumber(), ksp.getConvergedReason()
-        u_int = x.getArray().copy()
-    finally:
-        ksp.destroy(), A.destroy(), b.destroy(), x.destroy()
-    if reason <= 0:
-        raise RuntimeError(f"CG did not converge (reason {reason}, {its} iterations)")
+    u_int, its, res = solve_csr(sp.csr_matrix(K[interior][:, interior]), f[interior],
+                                basis.mesh.p.T[interior])
     u = np.zeros(basis.N)
     u[interior] = u_int
-    res = float(np.linalg.norm(b_int - M @ u_int) / np.linalg.norm(b_int))
-    return u, int(its), res
-
-
-def _solver_options(opts: dict) -> dict:
-    db = PETSc.Options()
-    owned = {"ksp_type": "cg", "ksp_rtol": repr(opts["rtol"]), "ksp_max_it": "10000",
-             "ksp_norm_type": "unpreconditioned", "pc_type": "python",
-             "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC",
-             "ddlearn_subdomains": str(opts["subdomains"]), "ddlearn_partition": "rcb"}
-    for key, value in owned.items():
-        db.setValue(PREFIX + key, value)
-    return {k: v for k, v in sorted(db.getAll().items()) if k.startswith(PREFIX)}
+    return u, its, res
 
 
 # -- the dataset ------------------------------------------------------------------------------
@@ -256,11 +224,6 @@ def command_line(opts: dict) -> list[str]:
             "--rtol", repr(opts["rtol"]), "--subdomains", str(opts["subdomains"])]
 
 
-def _stats(values) -> dict:
-    v = np.asarray(values, dtype=float)
-    return {"min": float(v.min()), "mean": float(v.mean()), "max": float(v.max())}
-
-
 def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = True) -> str:
     """Make the dataset of ``opts`` in ``out`` (default the dataset cache); return its path stem
     on every rank (collective). Sample ``k`` is solved by rank ``k mod P``; rank 0 writes. A
@@ -271,7 +234,7 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
     basis = Basis(m, ElementTriP1())
     interior = basis.complement_dofs(m.boundary_nodes())
     x = m.p.T
-    solver = _solver_options(opts)
+    solver = solver_options(opts, ddlearn_partition="rcb")
     total = opts["train"] + opts["test"]
     mine = range(rank, total, size)
     local = {"k": [], "a": [], "u": [], "its": [], "res": [], "sec": []}
@@ -319,9 +282,9 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
                        "norm": "unpreconditioned",
                        "pc": "ddlearn.pc.TwoLevelSchwarzPC (nodes' coordinates, rcb)",
                        "petsc_options": solver},
-            "iterations": {**_stats(its), "per_sample": its.tolist()},
-            "true_relative_residual": _stats(cat("res")),
-            "seconds_per_sample": {**_stats(cat("sec")), "ranks": size},
+            "iterations": {**stats(its), "per_sample": its.tolist()},
+            "true_relative_residual": stats(cat("res")),
+            "seconds_per_sample": {**stats(cat("sec")), "ranks": size},
             "generator": opts, "command": stamp["command"], "commit": stamp["commit"],
             "date": stamp["date"], "provenance": stamp}
         save_dataset(path, arrays, record)
