@@ -1,4 +1,5 @@
-"""Operator-learning datasets on 2 ranks: the same content (SHA-256) as on one rank, and bad
+"""Operator-learning datasets (grids and the mesh set) on 2 ranks: the same content (SHA-256) as
+on one rank, and bad
 options refused on every rank with nothing written."""
 import os
 
@@ -6,7 +7,7 @@ import pytest
 from mpi4py import MPI
 
 from conftest import raised_everywhere
-from ddlearn.harness import datasets
+from ddlearn.harness import datasets, mesh_darcy
 from ddlearn.nn.data import load_dataset
 
 pytestmark = pytest.mark.mpi
@@ -32,6 +33,13 @@ def test_same_content_hash_on_one_and_on_all_ranks(tmp_path):
                 assert a.record["provenance"]["ranks"] == COMM.Get_size()
                 assert b.record["provenance"]["ranks"] == 1
         COMM.Barrier()
+    opts = mesh_darcy.options(h=0.0625, train=3, test=2, seed=5)
+    path = mesh_darcy.generate(opts, os.path.join(root, "mesh-all"), COMM, progress=False)
+    if COMM.Get_rank() == 0:
+        serial = mesh_darcy.generate(opts, os.path.join(root, "mesh-one"), MPI.COMM_SELF,
+                                     progress=False)
+        assert load_dataset(path).record["sha256"] == load_dataset(serial).record["sha256"]
+    COMM.Barrier()
 
 
 @pytest.mark.mpi(min_size=2)
