@@ -96,7 +96,7 @@ from . import bench
 
 __all__ = ["FAMILIES", "DEFAULTS", "CONTRAST_RANGE", "PREFIX", "data_dir", "grf",
            "darcy_coefficient", "sample_coefficient", "options", "reachable", "dataset_name",
-           "solve_csr", "solve_sample", "solver_options", "fine_problem", "generate", "cached", "stats", "ensure_dataset",
+           "solve_csr", "solve_sample", "solve_samples", "solver_options", "fine_problem", "generate", "cached", "stats", "ensure_dataset",
            "command_line", "main"]
 
 FAMILIES = ("darcy", "channels", "inclusions")
@@ -364,6 +364,41 @@ def stats(values) -> dict:
     return {"min": float(v.min()), "mean": float(v.mean()), "max": float(v.max())}
 
 
+def solve_samples(total: int, sample, seed: int, comm=COMM, desc: str = "samples",
+                  progress: bool = True) -> dict | None:
+    """Run ``sample(k) -> (fields, iterations, residual)`` for ``k = 0 .. total-1``, sample
+    ``k`` on rank ``k mod P`` (collective). Rank 0 gets ``fields`` (each named array stacked
+    over the samples, in sample order) and the samples' ``its``, ``res`` and ``sec``; the other
+    ranks get None. A ``RuntimeError`` of any sample raises on every rank, naming the sample
+    and its seed (``seed + k``)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    mine = range(rank, total, size)
+    rows, error = [], None
+    bar = tqdm(total=len(mine), desc=f"{desc} rank 0 of {size}", unit="sample",
+               disable=not progress or rank != 0, file=sys.stderr)
+    for k in mine:
+        timer = Timer()
+        try:
+            fields, its, res = sample(k)
+        except RuntimeError as e:
+            error = f"sample {k} (seed {seed + k}): {e}"
+            break
+        rows.append((k, fields, its, res, timer.lap("sample")))
+        bar.update()
+    bar.close()
+    errors = [e for e in comm.allgather(error) if e]
+    if errors:
+        raise RuntimeError(f"dataset generation failed, nothing written: {errors[0]}")
+    parts = comm.gather(rows, root=0)
+    if rank != 0:
+        return None
+    rows = sorted((r for part in parts for r in part), key=lambda r: r[0])
+    return {"fields": {name: np.stack([r[1][name] for r in rows]) for name in rows[0][1]},
+            "its": np.array([r[2] for r in rows], dtype=int),
+            "res": np.array([r[3] for r in rows], dtype=float),
+            "sec": np.array([r[4] for r in rows], dtype=float)}
+
+
 def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = True,
              argv: list[str] | None = None) -> list[str]:
     """Make the datasets of ``opts`` (from :func:`options`), one per resolution, in ``out``
@@ -377,45 +412,26 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
     fine, dim = opts["fine"], opts["dim"]
     factors = {R: (fine - 1) // (R - 1) for R in opts["resolutions"]}
     solver = solver_options(opts)
-    mine = range(rank, total, size)
-    local = {"k": [], "its": [], "res": [], "sec": [],
-             **{R: ([], []) for R in factors}}
-    error = None
-    bar = tqdm(total=len(mine), desc=f"{opts['family']}{dim}d rank 0 of {size}", unit="sample",
-               disable=not progress or rank != 0, file=sys.stderr)
-    for k in mine:
-        timer = Timer()
+
+    def sample(k):
         a = sample_coefficient(opts, k)
-        try:
-            u, its, res = solve_sample(fine_problem(opts, a))
-        except RuntimeError as e:
-            error = f"sample {k} (seed {opts['seed'] + k}): {e}"
-            break
-        seconds = timer.lap("sample")
+        u, its, res = solve_sample(fine_problem(opts, a))
         u = _full(u, fine, dim)
-        local["k"].append(k), local["its"].append(its), local["res"].append(res)
-        local["sec"].append(seconds)
+        fields = {}
         for R, r in factors.items():
             sub = (slice(None, None, r),) * dim
-            local[R][0].append(a[sub]), local[R][1].append(u[sub])
-        bar.update()
-    bar.close()
-    errors = [e for e in comm.allgather(error) if e]
-    if errors:
-        raise RuntimeError(f"dataset generation failed, nothing written: {errors[0]}")
-    parts = comm.gather(local, root=0)
+            fields[f"a{R}"], fields[f"u{R}"] = a[sub], u[sub]
+        return fields, its, res
+
+    done = solve_samples(total, sample, opts["seed"], comm, f"{opts['family']}{dim}d",
+                         progress)
     paths = [os.path.join(out, dataset_name(opts, R)) for R in factors]
     stamp = bench.provenance(MODULE, command_line(opts), opts, comm)
     if rank == 0:
-        order = np.argsort(np.concatenate([p["k"] for p in parts]), kind="stable")
-        cat = lambda key: np.concatenate([np.asarray(p[key], dtype=float) for p in parts])[order]
-        its, res, sec = cat("its").astype(int), cat("res"), cat("sec")
+        its, res, sec = done["its"], done["res"], done["sec"]
         for (R, r), path in zip(factors.items(), paths):
             arrays = {
-                "coefficient": np.concatenate([np.asarray(p[R][0]).reshape((-1,) + (R,) * dim)
-                                               for p in parts])[order],
-                "solution": np.concatenate([np.asarray(p[R][1]).reshape((-1,) + (R,) * dim)
-                                            for p in parts])[order],
+                "coefficient": done["fields"][f"a{R}"], "solution": done["fields"][f"u{R}"],
                 "coords": grid_coords((R,) * dim)}
             record = {
                 "family": opts["family"], "dim": dim, "resolution": R, "fine": fine,

@@ -38,19 +38,16 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 from scipy.spatial import Delaunay
-from tqdm import tqdm
 
-from ddlearn.decomposition.timing import Timer
 from ddlearn.nn.data import save_dataset
 
 from . import bench
-from .datasets import cached, data_dir, solve_csr, solver_options, stats
+from .datasets import cached, data_dir, solve_csr, solve_samples, solver_options, stats
 
 try:
     from skfem import Basis, BilinearForm, ElementTriP1, LinearForm, MeshTri, asm
@@ -235,37 +232,20 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
     interior = basis.complement_dofs(m.boundary_nodes())
     x = m.p.T
     solver = solver_options(opts, ddlearn_partition="rcb")
-    total = opts["train"] + opts["test"]
-    mine = range(rank, total, size)
-    local = {"k": [], "a": [], "u": [], "its": [], "res": [], "sec": []}
-    error = None
-    bar = tqdm(total=len(mine), desc=f"{FAMILY} rank 0 of {size}", unit="sample",
-               disable=not progress or rank != 0, file=sys.stderr)
-    for k in mine:
-        timer = Timer()
+
+    def sample(k):
         a = coefficient(opts, x, k)
-        try:
-            u, its, res = solve_sample(basis, a, interior)
-        except RuntimeError as e:
-            error = f"sample {k} (seed {opts['seed'] + k}): {e}"
-            break
-        for key, v in (("k", k), ("a", a), ("u", u), ("its", its), ("res", res),
-                       ("sec", timer.lap("sample"))):
-            local[key].append(v)
-        bar.update()
-    bar.close()
-    errors = [e for e in comm.allgather(error) if e]
-    if errors:
-        raise RuntimeError(f"dataset generation failed, nothing written: {errors[0]}")
-    parts = comm.gather(local, root=0)
+        u, its, res = solve_sample(basis, a, interior)
+        return {"a": a, "u": u}, its, res
+
+    done = solve_samples(opts["train"] + opts["test"], sample, opts["seed"], comm, FAMILY,
+                         progress)
     path = os.path.join(out, dataset_name(opts, basis.N))
     stamp = bench.provenance(MODULE, command_line(opts), opts, comm)
     if rank == 0:
-        order = np.argsort(np.concatenate([p["k"] for p in parts]), kind="stable")
-        cat = lambda key: np.concatenate([np.asarray(p[key], dtype=float).reshape(
-            len(p["k"]), -1) for p in parts])[order]
-        its = cat("its").ravel().astype(int)
-        arrays = {"coefficient": cat("a"), "solution": cat("u"), "coords": x.copy()}
+        its = done["its"]
+        arrays = {"coefficient": done["fields"]["a"], "solution": done["fields"]["u"],
+                  "coords": x.copy()}
         record = {
             "family": FAMILY, "dim": 2, "nodes": int(basis.N), "triangles": int(m.t.shape[1]),
             "boundary_nodes": int(basis.N - len(interior)),
@@ -283,8 +263,8 @@ def generate(opts: dict, out: str | None = None, comm=COMM, progress: bool = Tru
                        "pc": "ddlearn.pc.TwoLevelSchwarzPC (nodes' coordinates, rcb)",
                        "petsc_options": solver},
             "iterations": {**stats(its), "per_sample": its.tolist()},
-            "true_relative_residual": stats(cat("res")),
-            "seconds_per_sample": {**stats(cat("sec")), "ranks": size},
+            "true_relative_residual": stats(done["res"]),
+            "seconds_per_sample": {**stats(done["sec"]), "ranks": size},
             "generator": opts, "command": stamp["command"], "commit": stamp["commit"],
             "date": stamp["date"], "provenance": stamp}
         save_dataset(path, arrays, record)
