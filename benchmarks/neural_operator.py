@@ -519,7 +519,8 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
             rows.append([m, s[m][width_key], rs[0]["parameters"], f"{s[m]['lr']:g}", len(rs),
                          _stat([r["test_error"] for r in rs]),
                          f"{base / mean:.2f}" if base else "",
-                         f"{e:.3g}" if e else "", f"{np.median([r['seconds_per_epoch'] for r in rs]):.3g}",
+                         f"{e:.3g}" if e else "",
+                         f"{np.median([r['seconds_per_epoch'] for r in rs]):.3g}",
                          f"{max(r['peak_above_start_mb'] for r in rs):.0f}"])
         return bench.markdown_table(["model", "width", "parameters", "lr", "seeds",
                                      "test rel. L2", "Schwarz / model", "s / epoch (timing)",

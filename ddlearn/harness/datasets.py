@@ -96,8 +96,8 @@ from . import bench
 
 __all__ = ["FAMILIES", "DEFAULTS", "CONTRAST_RANGE", "PREFIX", "data_dir", "grf",
            "darcy_coefficient", "sample_coefficient", "options", "reachable", "dataset_name",
-           "solve_csr", "solve_sample", "solve_samples", "solver_options", "fine_problem", "generate", "cached", "stats", "ensure_dataset",
-           "command_line", "main"]
+           "solve_csr", "solve_sample", "solve_samples", "solver_options", "fine_problem",
+           "generate", "cached", "stats", "ensure_dataset", "command_line", "main"]
 
 FAMILIES = ("darcy", "channels", "inclusions")
 #: the contrasts the high-contrast sets accept
