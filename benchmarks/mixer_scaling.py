@@ -29,6 +29,18 @@ the wall-clock limit, or leaving the machine less than 2 GiB available, is kille
 seconds) or the memory cap, its larger grids of that dimension are recorded as
 ``skipped: over budget``.
 
+Series ``schwarz-size/4`` and ``schwarz-size/4-o0``: the same Schwarz attention on subdomains
+of a quarter of that size, with and without overlap: what the cost at scale comes down to
+(each token attends to its subdomain and the coarse tokens, so the fine work per token follows
+the subdomain size with its overlap layer; 64 tokens split evenly into boxes at 256², 40³ and
+80³, not on every grid).
+
+``--device cuda``: the same sweep on a GPU, to about a million tokens (:data:`GPU_SIDES`), in
+this process (CUDA does not survive a fork): time is the wall time of one forward + backward
+until the GPU is done (median of up to 10 repeats), memory the peak allocated device memory
+above what was allocated before; float32 without TF32. Results go to
+``mixer_scaling_gpu.json`` and ``mixer_scaling_gpu.png``; the report shows both sweeps.
+
 Fitted exponents: least squares of log time and log memory against log tokens over the points
 with at least 16k tokens, per mixer and dimension; time ratios to Schwarz attention at the grid
 nearest 64k tokens. Writes ``mixer_scaling.json`` (rewritten every minute during the sweep) and
@@ -58,16 +70,21 @@ STUDY = "mixer_scaling"
 # (20³ would ask for 31 subdomains, 31 boxes along one axis of 20 points)
 SIDES = {2: [32, 45, 64, 91, 128, 181, 256, 362, 512], 3: [10, 16, 19, 24, 32, 40, 48, 56, 64]}
 QUICK_SIDES = {2: [8, 12, 16], 3: [4, 5, 8]}
+#: a GPU's sweep goes on to about a million tokens (1024² = 16384 boxes of 64, 80³ = 20³ of 64)
+GPU_SIDES = {2: [*SIDES[2], 724, 1024], 3: [*SIDES[3], 80]}
 WARM_SIDE = {2: 6, 3: 3}  # the warm-up grid, in no sweep
-#: extra series: a registered mixer with other options than its defaults
-VARIANTS = {"schwarz-galerkin": ("schwarz", {"attention": "galerkin"})}
+#: extra series: a registered mixer with other options than its defaults, and (Schwarz) other
+#: layouts: ``size`` scales ``--subdomain-size``, ``overlap`` replaces ``--overlap``
+VARIANTS = {"schwarz-galerkin": ("schwarz", {"attention": "galerkin"}, {}),
+            "schwarz-size/4": ("schwarz", {}, {"size": 0.25}),
+            "schwarz-size/4-o0": ("schwarz", {}, {"size": 0.25, "overlap": 0})}
 REPEAT_S = 10.0  # timed repeats after the first run: as many as fit (at most 3)
 
 
-def series() -> dict[str, tuple[str, dict]]:
+def series() -> dict[str, tuple[str, dict, dict]]:
     """Every registered mixer with its default options, then :data:`VARIANTS`: name ->
-    (mixer, options)."""
-    return {**{name: (name, {}) for name in MIXERS}, **VARIANTS}
+    (mixer, options, layout changes)."""
+    return {**{name: (name, {}, {}) for name in MIXERS}, **VARIANTS}
 
 
 def grid(side: int, dim: int) -> np.ndarray:
@@ -85,11 +102,19 @@ def mixer_options(mixer: str, options: dict, latents: int) -> dict:
 # -- one point, in a child process ----------------------------------------------------------------
 
 def _fwd_bwd(m, x, g) -> tuple[float, float]:
-    """CPU and wall seconds of ``m(x).backward(g)``, gradients cleared first."""
+    """CPU and wall seconds of ``m(x).backward(g)``, gradients cleared first (on a GPU: the
+    wall seconds until its work is done, twice)."""
     m.zero_grad(set_to_none=True)
     x.grad = None
+    cuda = x.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(x.device)
     c, t = time.process_time(), time.perf_counter()
     m(x).backward(g)
+    if cuda:
+        torch.cuda.synchronize(x.device)
+        t = time.perf_counter() - t
+        return t, t
     return time.process_time() - c, time.perf_counter() - t
 
 
@@ -98,7 +123,7 @@ def measure(p: dict) -> dict:
     docstring); runs in the child."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    dtype = getattr(torch, p["dtype"])
+    dtype, device = getattr(torch, p["dtype"]), torch.device(p["device"])
     coords = grid(p["side"], p["dim"])
     T = len(coords)
     out = {"threads": torch.get_num_threads()}
@@ -112,9 +137,9 @@ def measure(p: dict) -> dict:
                                    overlap=p["overlap"])
         out["layout_s"] = time.perf_counter() - t
         out["layout"] = {k: v for k, v in layout.describe().items() if k != "fingerprint"}
-        layout.tensors(torch.device("cpu"), dtype)  # set-up, as the parameters
+        layout.tensors(device, dtype)  # set-up, as the parameters
     m = make_mixer(p["mixer"], p["channels"], p["heads"], layout=layout, dim=p["dim"],
-                   **p["options"]).to(dtype)
+                   **p["options"]).to(device, dtype)
     # warm-up on a small grid: the first call of each kernel pages in library code and
     # initialises, which is no part of the step's memory
     small = grid(p["warm_side"], p["dim"])
@@ -123,18 +148,24 @@ def measure(p: dict) -> dict:
                                        overlap=p["overlap"]))
     m.set_points(small)
     _fwd_bwd(m, torch.randn(p["batch"], len(small), p["channels"], dtype=dtype,
-                            requires_grad=True),
-             torch.randn(p["batch"], len(small), p["channels"], dtype=dtype))
+                            requires_grad=True, device=device),
+             torch.randn(p["batch"], len(small), p["channels"], dtype=dtype, device=device))
     m.set_layout(layout)
     m.set_points(coords)
-    x = torch.randn(p["batch"], T, p["channels"], dtype=dtype, requires_grad=True)
-    g = torch.randn(p["batch"], T, p["channels"], dtype=dtype)
+    x = torch.randn(p["batch"], T, p["channels"], dtype=dtype, requires_grad=True, device=device)
+    g = torch.randn(p["batch"], T, p["channels"], dtype=dtype, device=device)
     gc.collect()
-    bench.peak_reset()
-    base = bench.memory_mb("VmRSS")
+    cuda = device.type == "cuda"
+    if cuda:  # a GPU point: allocated device memory, and the first call's kernels compiled
+        _fwd_bwd(m, x, g)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device) / 2 ** 20
+    else:
+        bench.peak_reset()
+        base = bench.memory_mb("VmRSS")
     first_cpu, first_wall = _fwd_bwd(m, x, g)
-    peak = bench.peak_mb() - base
-    repeats = min(3, int(REPEAT_S // max(first_cpu, 1e-9)))
+    peak = (torch.cuda.max_memory_allocated(device) / 2 ** 20 if cuda else bench.peak_mb()) - base
+    repeats = min(10 if cuda else 3, int(REPEAT_S // max(first_cpu, 1e-9)))
     runs = [_fwd_bwd(m, x, g) for _ in range(repeats)]
     cpu, wall = ([statistics.median(r) for r in zip(*runs)] if runs
                  else (first_cpu, first_wall))
@@ -169,7 +200,10 @@ def _available_mb() -> float:
 def run_point(p: dict, cap_mb: float, timeout_s: float, reserve_mb: float = 2048) -> dict:
     """:func:`measure` in a forked child, killed over ``cap_mb`` resident, over ``timeout_s``
     wall seconds, or when the machine has less than ``reserve_mb`` available (it is shared);
-    its record (``status`` 'ok', 'killed: ...' or 'error: ...')."""
+    its record (``status`` 'ok', 'killed: ...' or 'error: ...'). A GPU point runs in this
+    process (CUDA does not survive a fork), over ``cap_mb`` of device memory refused."""
+    if p["device"] != "cpu":
+        return _run_here(p, cap_mb)
     read, write = os.pipe()
     gc.freeze()  # the child's gc.collect then skips the parent's objects (and their pages)
     pid = os.fork()
@@ -213,6 +247,22 @@ def run_point(p: dict, cap_mb: float, timeout_s: float, reserve_mb: float = 2048
     return json.loads(text)
 
 
+def _run_here(p: dict, cap_mb: float) -> dict:
+    """:func:`measure` in this process on a GPU with at most ``cap_mb`` of its memory."""
+    device = torch.device(p["device"])
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_mb * 2 ** 20 / total), device)
+    try:
+        return {"status": "ok", **measure(p)}
+    except torch.cuda.OutOfMemoryError:
+        return {"status": f"killed: over the memory cap ({cap_mb / 1024:.1f} GiB of the GPU)"}
+    except Exception as e:  # noqa: BLE001 - recorded, as a child's error is
+        return {"status": f"error: {type(e).__name__}: {e}"}
+    finally:
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
 # -- the sweep ----------------------------------------------------------------------------------
 
 def over_budget(rec: dict, budget_s: float, budget_mb: float) -> str | None:
@@ -228,12 +278,13 @@ def over_budget(rec: dict, budget_s: float, budget_mb: float) -> str | None:
 
 def point(args, name: str, dim: int, side: int) -> dict:
     """The settings of one point: the record's keys and what :func:`measure` needs."""
-    mixer, options = series()[name]
+    mixer, options, layout = series()[name]
     return {"series": name, "mixer": mixer, "dim": dim, "side": side, "tokens": side ** dim,
             "options": mixer_options(mixer, options, args.latents), "channels": args.channels,
             "heads": args.heads, "batch": args.batch, "dtype": args.dtype,
-            "subdomain_size": args.subdomain_size, "overlap": args.overlap,
-            "warm_side": WARM_SIDE[dim]}
+            "subdomain_size": max(2, round(args.subdomain_size * layout.get("size", 1))),
+            "overlap": layout.get("overlap", args.overlap), "warm_side": WARM_SIDE[dim],
+            "device": args.device}
 
 
 def warm_up(args) -> None:
@@ -248,7 +299,7 @@ def warm_up(args) -> None:
 def sweep(args, save) -> list[dict]:
     """Every (dimension, grid, series) point, smaller grids first; ``save(points)`` after a
     point when the last save is a minute old (a stamp asks git)."""
-    sides = QUICK_SIDES if args.quick else SIDES
+    sides = _sides(args)
     points, stop, saved = [], {}, time.perf_counter()
     for dim in args.dims:
         for side in [n for n in sides[dim] if n ** dim <= (args.max_tokens or math.inf)]:
@@ -269,6 +320,10 @@ def sweep(args, save) -> list[dict]:
                     save(points)
                     saved = time.perf_counter()
     return points
+
+
+def _sides(args) -> dict:
+    return QUICK_SIDES if args.quick else GPU_SIDES if args.device != "cpu" else SIDES
 
 
 def line(rec: dict) -> str:
@@ -374,12 +429,12 @@ def layout_table(points) -> str:
                                  "kNN graph s", "whole build s"], rows)
 
 
-def plot(points: list[dict], f: dict, path: str) -> None:
+def plot(points: list[dict], f: dict, path: str, where: str = "CPU") -> None:
     dims = sorted({p["dim"] for p in points})
     names = list(dict.fromkeys(p["series"] for p in points))
     fig, axes = plt.subplots(2, len(dims), figsize=(6 * len(dims), 8.5), squeeze=False)
     for j, dim in enumerate(dims):
-        for row, (field, label, key) in enumerate((("time_s", "forward + backward, CPU s",
+        for row, (field, label, key) in enumerate((("time_s", f"forward + backward, {where} s",
                                                     "time"),
                                                    ("peak_mb", "peak memory above baseline, MB",
                                                     "memory"))):
@@ -408,54 +463,74 @@ def summary(data: dict) -> dict:
             "ratios": ratios(data["points"], s["ratio_tokens"])}
 
 
-def report(args, files: dict) -> dict:
-    """Tables, fits, ratios and the plot of ``files[STUDY]`` into ``args.out``/README.md (a
-    folder without results gets a README saying so)."""
-    if STUDY not in files:
-        bench.write_readme(args, "Token mixers against the number of tokens", [
-            ("Results", f"None yet: `python {args.script}` measures them (about an hour on one "
-                        f"core).")], files)
-        return {}
-    data = files[STUDY]
-    data = {**data, **summary(data)}
-    png = os.path.join(args.out, f"{STUDY}.png")
-    plot(data["points"], data["fits"], png)
+def _sections(data: dict, png: str, where: str) -> tuple[str, list]:
+    """The intro paragraph and the sections of one sweep's JSON (``where``: "CPU" or "GPU")."""
     s, m = data["settings"], data.get("machine", {})
     dims = sorted({p["dim"] for p in data["points"]})
-    intro = (f"Width {s['channels']} channels, {s['heads']} heads, batch {s['batch']}, "
-             f"{s['dtype']}, {s['threads']} thread; FLARE / FLARE++ latents and physics slices "
-             f"{s['latents']}; Schwarz: subdomain_size {s['subdomain_size']}, overlap "
-             f"{s['overlap']}, boxes, pou coarse level. Time: CPU seconds of one forward + "
-             f"backward (median of up to 3 repeats after the first); memory: peak resident "
-             f"memory of the first forward + backward above the resident memory before it "
-             f"(VmHWM after a reset, minus VmRSS), each point in its own forked process. "
-             f"Budget: a mixer's larger grids are skipped once a point took more than "
-             f"{s['budget_s']:.0f} CPU s or {s['memory_cap_gib']:g} GiB. Machine: niceness "
-             f"{m.get('nice')}, load average {m.get('loadavg_start', 0):.1f} at the start and "
-             f"{m.get('loadavg_end', 0):.1f} at the end (per point in the JSON, "
-             f"`loadavg_before`). {m.get('note', '')}")
+    gpu = s.get("device", "cpu") != "cpu"
+    unit = "GPU wall seconds" if gpu else "CPU seconds"
+    memory = ("peak allocated GPU memory of the second forward + backward above the allocated "
+              "memory before it (torch.cuda.max_memory_allocated), each point in one process"
+              if gpu else "peak resident memory of the first forward + backward above the "
+              "resident memory before it (VmHWM after a reset, minus VmRSS), each point in its "
+              "own forked process")
+    intro = (f"**{where}** ({m.get('gpu') or m.get('processor', 'this machine')}): width "
+             f"{s['channels']} channels, {s['heads']} heads, batch {s['batch']}, {s['dtype']}"
+             f"{' (no TF32)' if gpu else ''}, {s['threads']} thread; FLARE / FLARE++ latents "
+             f"and physics slices {s['latents']}; Schwarz: subdomain_size "
+             f"{s['subdomain_size']}, overlap {s['overlap']} (the variants: a quarter of that "
+             f"size, and without overlap), boxes, pou coarse level. Time: {unit} of one "
+             f"forward + backward (median of up to {10 if gpu else 3} repeats after the "
+             f"first); memory: {memory}. Budget: a mixer's larger grids are skipped once a "
+             f"point took more than {s['budget_s']:.0f} s or {s['memory_cap_gib']:g} GiB. "
+             f"Machine: niceness {m.get('nice')}, load average {m.get('loadavg_start', 0):.1f} "
+             f"at the start and {m.get('loadavg_end', 0):.1f} at the end (per point in the "
+             f"JSON, `loadavg_before`). {m.get('note', '')}")
     if data.get("stamp_note"):  # added to a JSON after its run, where the stamp needs a word
         intro += f"\n\nAbout the stamp: {data['stamp_note']}"
     sections = []
     for dim in dims:
-        sections.append((f"{dim}D: forward + backward, CPU seconds",
+        sections.append((f"{where}, {dim}D: forward + backward, {unit}",
                          size_table(data["points"], dim, "time_s", "{:.3g}")))
-        sections.append((f"{dim}D: forward + backward, wall seconds",
-                         size_table(data["points"], dim, "wall_s", "{:.3g}")))
-        sections.append((f"{dim}D: peak memory above baseline, MB",
+        if not gpu:  # on a GPU the two are one
+            sections.append((f"{where}, {dim}D: forward + backward, wall seconds",
+                             size_table(data["points"], dim, "wall_s", "{:.3g}")))
+        sections.append((f"{where}, {dim}D: peak memory above baseline, MB",
                          size_table(data["points"], dim, "peak_mb", "{:.3g}")))
     sections += [
-        (f"Fitted exponents (log-log least squares, points with >= {s['fit_min_tokens']:,} "
-         f"tokens)", fit_table(data["fits"])),
-        (f"Time relative to Schwarz attention near {s['ratio_tokens']:,} tokens",
+        (f"{where}: fitted exponents (log-log least squares, points with >= "
+         f"{s['fit_min_tokens']:,} tokens)", fit_table(data["fits"])),
+        (f"{where}: time relative to Schwarz attention near {s['ratio_tokens']:,} tokens",
          ratio_table(data["ratios"])),
-        ("Layout set-up (TokenLayout.build, once per mesh; not in the times above)",
-         layout_table(data["points"])),
-        ("Plot", f"![time and memory against tokens]({STUDY}.png)"),
+        (f"{where}: layout set-up (TokenLayout.build on the CPU, once per mesh; not in the "
+         f"times above)", layout_table(data["points"])),
+        (f"{where}: plot", f"![time and memory against tokens]({os.path.basename(png)})"),
     ]
+    return intro, sections
+
+
+def report(args, files: dict) -> dict:
+    """Tables, fits, ratios and the plot of ``files[STUDY]`` (the CPU sweep) and
+    ``files[STUDY + '_gpu']`` (a GPU sweep, where one was run) into ``args.out``/README.md (a
+    folder without results gets a README saying so)."""
+    found = [(k, where) for k, where in ((STUDY, "CPU"), (f"{STUDY}_gpu", "GPU")) if k in files]
+    if not found:
+        bench.write_readme(args, "Token mixers against the number of tokens", [
+            ("Results", f"None yet: `python {args.script}` measures them (about an hour on one "
+                        f"core).")], files)
+        return {}
+    intros, sections, out = [], [], {}
+    for key, where in found:
+        data = {**files[key], **summary(files[key])}
+        png = os.path.join(args.out, f"{key}.png")
+        plot(data["points"], data["fits"], png, where)
+        intro, more = _sections(data, png, where)
+        intros.append(intro)
+        sections += more
+        out[key] = data
     bench.write_readme(args, "Token mixers against the number of tokens", sections, files,
-                       intro)
-    return data
+                       "\n\n".join(intros))
+    return out[found[0][0]]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -485,7 +560,17 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--ratio-tokens", type=int, default=65536)
     ap.add_argument("--max-tokens", type=int, default=None, help="leave out larger grids")
     ap.add_argument("--note", default="", help="recorded with the results (what else ran)")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N: the sweep on a "
+                    "GPU (larger grids; results in mixer_scaling_gpu.json)")
     args = bench.parse(ap, argv)
+    if args.device != "cpu":
+        try:
+            ok_ = torch.device(args.device).type == "cuda" and torch.cuda.is_available()
+        except RuntimeError:
+            ok_ = False
+        if not ok_:
+            ap.error(f"--device {args.device}: not a CUDA device this torch sees (torch "
+                     f"{torch.__version__}); use --device cpu, cuda or cuda:N")
     if args.report:
         return report(args, bench.results(args))
     q = args.quick
@@ -494,25 +579,30 @@ def main(argv: list[str] | None = None) -> dict:
         if getattr(args, key) is None:
             setattr(args, key, quick if q else full)
     torch.set_num_threads(1)
+    # float32 means float32 on a GPU too: no TF32 in matrix products or convolutions
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     settings = {k: getattr(args, k) for k in (
         "channels", "heads", "batch", "dtype", "latents", "subdomain_size", "overlap",
-        "budget_s", "memory_cap_gib", "timeout_s", "fit_min_tokens", "ratio_tokens")}
-    settings.update(threads=1, sides={str(d): (QUICK_SIDES if q else SIDES)[d]
-                                      for d in args.dims},
+        "budget_s", "memory_cap_gib", "timeout_s", "fit_min_tokens", "ratio_tokens", "device")}
+    settings.update(threads=1, sides={str(d): _sides(args)[d] for d in args.dims},
                     series={k: v for k, v in series().items() if k in args.mixers})
     machine = {"nice": os.nice(0), "cores": os.cpu_count(), "loadavg_start": os.getloadavg()[0],
                "note": args.note}
+    name = STUDY if args.device == "cpu" else f"{STUDY}_gpu"
+    if args.device != "cpu":
+        machine["gpu"] = torch.cuda.get_device_name(torch.device(args.device))
     data = {"settings": settings, "machine": machine, "points": []}
 
     def save(points):
         data["points"] = points
         data["machine"]["loadavg_end"] = os.getloadavg()[0]
         data.update(summary(data))
-        return bench.write(args, data)
+        return bench.write(args, data, name)
 
     warm_up(args)
     path = save(sweep(args, save))
-    plot(data["points"], data["fits"], os.path.join(args.out, f"{STUDY}.png"))
+    plot(data["points"], data["fits"], os.path.join(args.out, f"{name}.png"),
+         "CPU" if args.device == "cpu" else "GPU")
     bench.show(fit_table(data["fits"]))
     bench.show(ratio_table(data["ratios"]))
     bench.show(f"wrote {path}")

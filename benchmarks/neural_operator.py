@@ -68,7 +68,6 @@ import torch
 
 from ddlearn.harness import bench
 from ddlearn.harness.datasets import ensure_dataset
-from ddlearn.harness.fno import GridFNO, fno_matching
 from ddlearn.harness.report import plt, save_figure
 from ddlearn.nn import MIXERS
 from ddlearn.nn.checkpoint import load as load_checkpoint
@@ -97,9 +96,9 @@ CONFIG = {
                                "latents": 256},
                  "transolver-net": {"network": "transolver", "width": 64, "depth": 4,
                                     "heads": 8, "slices": 64, "form": "grid"}},
-    "batch_size": 8, "weight_decay": 1e-4, "epochs": 40, "lrs": [3e-4, 1e-3, 3e-3], "widen": 2,
-    "seeds": [0, 1, 2], "pilot": ["schwarz", "flare"], "widths": [16, 24, 32, 48, 64, 96],
-    "timing_steps": 12,
+    "batch_size": 8, "weight_decay": 1e-4, "epochs": 40, "lrs": [3e-4, 1e-3, 3e-3], "widen": 4,
+    "seeds": [0, 1, 2], "pilot": ["schwarz", "flare"], "long": 4,
+    "widths": [16, 24, 32, 48, 64, 96], "timing_steps": 12,
 }
 QUICK = {**CONFIG,
          "data": {"family": "darcy", "dim": 2, "fine": 29, "grid": 8, "transfer": [15, 29],
@@ -125,6 +124,8 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
     if width is None:
         width = matched_width(model, cfg)
     if model == "fno":
+        from ddlearn.harness.fno import GridFNO  # neuraloperator: only where FNO runs
+
         m = fno_match(cfg)
         return GridFNO(cfg["data"]["dim"], width, m["modes"], m["layers"])
     b = cfg["backbone"]
@@ -136,6 +137,8 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
 
 def fno_match(cfg: dict) -> dict:
     """FNO's ``hidden``, ``modes``, ``layers`` at the Schwarz model's parameter count."""
+    from ddlearn.harness.fno import fno_matching
+
     return fno_matching(parameter_count(build("schwarz", cfg, cfg["backbone"]["width"])),
                         cfg["data"]["dim"])
 
@@ -212,11 +215,20 @@ def _loadavg() -> list[float] | None:
         return None
 
 
+def _device_record(device: torch.device) -> dict:
+    """Where a run trained: ``device``, and the GPU's name and peak allocated memory there."""
+    if device.type != "cuda":
+        return {"device": str(device)}
+    return {"device": str(device), "gpu": torch.cuda.get_device_name(device),
+            "gpu_peak_mb": torch.cuda.max_memory_allocated(device) / 2 ** 20}
+
+
 def run_one(args, cfg: dict, model_name: str, width: int, lr: float, seed: int,
             epochs: int | None = None, callback=None, rerun: bool = False) -> dict:
-    """Train one model (resuming its checkpoint), score it on the validation and test sets,
-    write its JSON; an existing JSON is returned as it is unless ``rerun``. ``callback(entry)``
-    after every epoch (an exception there interrupts the run, leaving its checkpoint)."""
+    """Train one model on ``args.device`` (resuming its checkpoint), score it on the
+    validation and test sets, write its JSON; an existing JSON is returned as it is unless
+    ``rerun``. ``callback(entry)`` after every epoch (an exception there interrupts the run,
+    leaving its checkpoint)."""
     epochs = epochs or cfg["epochs"]
     name = run_name(model_name, width, lr, seed, epochs)
     path, ckpt = _paths(args, name)
@@ -225,7 +237,7 @@ def run_one(args, cfg: dict, model_name: str, width: int, lr: float, seed: int,
     data = dataset(cfg, args)
     train, val, test = splits(data, cfg)
     torch.manual_seed(seed)
-    model = build(model_name, cfg, width)
+    model = build(model_name, cfg, width).to(args.device)  # initialised on the CPU, then moved
     model.use_mesh(data.coords)
     config = replace(FIT, epochs=epochs, batch_size=cfg["batch_size"], lr=lr,
                      weight_decay=cfg["weight_decay"], seed=seed)
@@ -246,7 +258,8 @@ def run_one(args, cfg: dict, model_name: str, width: int, lr: float, seed: int,
                            "validation_error": h.get("test_error")} for h in out["history"]],
               "model_config": model.config, "config": cfg,
               "dataset": {k: data.record.get(k) for k in ("family", "grid", "sha256")},
-              "threads": torch.get_num_threads(), "loadavg": [load_before, _loadavg()]}
+              "threads": torch.get_num_threads(), "loadavg": [load_before, _loadavg()],
+              **_device_record(args.device)}
     bench.write(args, result, f"runs/{name}")
     bench.show(f"{name}: validation {result['validation_error']:.4g}, test "
                f"{result['test_error']:.4g}, {result['seconds_per_epoch']:.3g} s/epoch, "
@@ -268,6 +281,7 @@ def transfer(args, cfg: dict, source: dict) -> dict:
     saved = load_checkpoint(str(ckpt))
     model = build(source["model"], cfg, source["width"])
     model.load_state_dict(saved["state"])
+    model.to(args.device)
     norm = Normalizer.from_state(saved["extra"]["normalizer"])
     errors = {str(cfg["data"]["grid"]): source["test_error"]}
     for grid in cfg["data"]["transfer"]:
@@ -276,7 +290,7 @@ def transfer(args, cfg: dict, source: dict) -> dict:
         errors[str(grid)] = error(model, fine.test, fine.coords, norm, batch_size=1)
     result = {"run": name, "source": source["run"], "model": source["model"],
               "seed": source["seed"], "width": source["width"], "test_error": errors,
-              "config": cfg}
+              "config": cfg, "device": str(args.device)}
     bench.write(args, result, f"runs/{name}")
     bench.show(f"{name}: " + ", ".join(f"{g}²: {e:.4g}" for g, e in errors.items()))
     return result
@@ -376,9 +390,17 @@ def _done(args) -> dict:
     return {p.stem: bench.read(str(p)) for p in sorted((Path(args.out) / "runs").glob("*.json"))}
 
 
+def _lower_rate(sweep: dict, lr: float) -> float | None:
+    """The largest swept rate below ``lr``, or None."""
+    return max((r for r in sweep if r < lr), default=None)
+
+
 def plan(args, cfg: dict) -> tuple[list, bool]:
-    """The runs that can start now, as ``(name, thunk)`` in priority order, and whether the
-    study has more to do after them."""
+    """The runs of ``args.models`` that can start now, as ``(name, thunk)`` in priority order,
+    and whether the study has more to do after them. With ``args.long``: only the longer
+    check, seed 0 at ``long`` x the epochs, at each model's best rate so far and the swept
+    rate below it (a one-cycle peak that trains stably over the budget may not over a longer
+    schedule)."""
     runs = _done(args)
     if "timing" not in runs:
         return [("timing", lambda: timing(args, cfg))], True
@@ -390,11 +412,18 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
         if name not in runs:
             todo.append((name, lambda: run_one(args, cfg, model, width, lr, seed, epochs)))
 
-    for model in MODELS:
+    for model in args.models:
         w = matched_width(model, cfg)
         sweep = {r["lr"]: r["validation_error"] for r in runs.values()
                  if r.get("model") == model and r.get("width") == w and r.get("seed") == 0
                  and r.get("epochs") == cfg["epochs"] and "lr" in r}
+        if args.long:
+            if sweep:
+                best = min(sweep, key=sweep.get)
+                for lr in (best, _lower_rate(sweep, best)):
+                    if lr is not None:
+                        add(model, w, lr, 0, cfg["long"] * cfg["epochs"])
+            continue
         for lr in rates_to_run(sweep, cfg["lrs"], cfg["widen"]):
             add(model, w, lr, 0)
         lr = best_rate(sweep, cfg["lrs"], cfg["widen"])
@@ -405,6 +434,10 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
             add(model, w, lr, seed)
         if model in cfg["pilot"]:
             add(model, w, lr, 0, 2 * cfg["epochs"])
+            pilot = runs.get(run_name(model, w, lr, 0, 2 * cfg["epochs"]))
+            lower = _lower_rate(sweep, lr)
+            if pilot and lower and pilot["validation_error"] > sweep[lr]:
+                add(model, w, lower, 0, 2 * cfg["epochs"])  # unstable there: one rate lower
         if model in equal_time and equal_time[model] != w:
             for seed in cfg["seeds"]:
                 add(model, equal_time[model], lr, seed)
@@ -475,21 +508,25 @@ def _stat(values) -> str:
 
 def summary(runs: dict, cfg: dict) -> dict:
     """Per model: its sweep, best rate, and the seeds' runs at equal parameters and at equal
-    time; the pilot; the transfer."""
+    time; the transfer."""
     timing_ = runs.get("timing", {})
     equal_time = timing_.get("equal_time_width", {})
     out = {}
     for model in MODELS:
-        w = matched_width(model, cfg)
         mine = [r for r in runs.values() if r.get("model") == model and "lr" in r]
+        if not mine:  # (and no width to match: FNO's needs neuraloperator)
+            out[model] = {"width": None, "sweep": {}, "lr": None, "param": [], "time": [],
+                          "time_width": None, "transfer": []}
+            continue
+        w = matched_width(model, cfg)
         sweep = {r["lr"]: r["validation_error"] for r in mine
                  if r["width"] == w and r["seed"] == 0 and r["epochs"] == cfg["epochs"]}
         lr = best_rate(sweep, cfg["lrs"], cfg["widen"]) if sweep else None
-        pick = lambda width, epochs=cfg["epochs"]: [
-            r for r in mine if r["width"] == width and r["lr"] == lr and r["epochs"] == epochs]
+        pick = lambda width: [r for r in mine if r["width"] == width and r["lr"] == lr
+                              and r["epochs"] == cfg["epochs"]]
         out[model] = {"width": w, "sweep": sweep, "lr": lr, "param": pick(w),
                       "time_width": equal_time.get(model, w),
-                      "time": pick(equal_time.get(model, w)), "pilot": pick(w, 2 * cfg["epochs"]),
+                      "time": pick(equal_time.get(model, w)),
                       "transfer": [r for r in runs.values() if r.get("model") == model
                                    and r["run"].startswith("transfer-")
                                    and r.get("width") == w]}
@@ -520,7 +557,8 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                          _stat([r["test_error"] for r in rs]),
                          f"{base / mean:.2f}" if base else "",
                          f"{e:.3g}" if e else "",
-                         f"{np.median([r['seconds_per_epoch'] for r in rs]):.3g}",
+                         f"{np.median([r['seconds_per_epoch'] for r in rs]):.3g}"
+                         + (" (GPU)" if any(r.get("device", "cpu") != "cpu" for r in rs) else ""),
                          f"{max(r['peak_above_start_mb'] for r in rs):.0f}"])
         return bench.markdown_table(["model", "width", "parameters", "lr", "seeds",
                                      "test rel. L2", "Schwarz / model", "s / epoch (timing)",
@@ -538,12 +576,7 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                   if s[m]["sweep"]]
     sections.append(("Learning-rate sweep (seed 0, full schedule; validation rel. L2)",
                      bench.markdown_table(["model", "rate: validation", "best"], sweep_rows)))
-    pilot = [[m, _stat([r["test_error"] for r in s[m]["param"] if r["seed"] == 0]),
-              f"{s[m]['pilot'][0]['test_error']:.4f}"] for m in cfg["pilot"] if s[m]["pilot"]]
-    if pilot:
-        sections.append((f"Flattening: seed 0 at {cfg['epochs']} and {2 * cfg['epochs']} epochs",
-                         bench.markdown_table(["model", f"{cfg['epochs']} epochs",
-                                               f"{2 * cfg['epochs']} epochs"], pilot)))
+    sections.append(flattening(runs, cfg))
     grids = [str(cfg["data"]["grid"]), *map(str, cfg["data"]["transfer"])]
     tr = []
     for m in MODELS:
@@ -558,6 +591,26 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                                                *(f"{g}² / {grids[0]}²" for g in grids[1:])],
                                               tr)))
     return sections
+
+
+def flattening(runs: dict, cfg: dict) -> tuple[str, str]:
+    """Seed 0 at one rate trained for the budget, twice it (the pilot) and ``long`` x it (the
+    longer check): test errors side by side, per model and rate."""
+    e = cfg["epochs"]
+    spans = [e, 2 * e, cfg["long"] * e]
+    at = {(r["model"], r["width"], r["lr"], r["epochs"]): r for r in runs.values()
+          if "lr" in r and r["seed"] == 0}
+    rows = []
+    for m in sorted({k[0] for k in at if k[3] > e}, key=MODELS.index):
+        w = matched_width(m, cfg)
+        for lr in sorted({k[2] for k in at if k[0] == m and k[1] == w and k[3] > e}):
+            got = [at.get((m, w, lr, n)) for n in spans]
+            where = sorted({r.get("device", "cpu").split(":")[0] for r in got if r})
+            rows.append([m, f"{lr:g}", *(f"{r['test_error']:.4f}" if r else "" for r in got),
+                         ", ".join(where)])
+    return (f"Flattening: seed 0 trained for {', '.join(map(str, spans))} epochs (test rel. L2)",
+            bench.markdown_table(["model", "lr", *(f"{n} epochs" for n in spans), "trained on"],
+                                 rows))
 
 
 def plot(runs: dict, cfg: dict, out: str) -> list[str]:
@@ -640,15 +693,32 @@ def _without_workers(argv: list) -> list:
 
 
 def parse_args(argv=None):
-    """The study's options (the harness's and ``--workers``, ``--data``)."""
+    """The study's options (the harness's and ``--workers``, ``--data``, ``--models``,
+    ``--device``, ``--long``)."""
     ap = bench.parser(STUDY, __doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, default=1,
                     help="processes sharing the work (one thread each; 2 on a 2-core machine)")
     ap.add_argument("--data", default=None, help="dataset cache folder (default: "
                     "$DDLEARN_DATA or ~/.cache/ddlearn/datasets)")
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS, metavar="M",
+                    help=f"the models whose runs this command does (default: all of "
+                         f"{', '.join(MODELS)})")
+    ap.add_argument("--device", default="cpu",
+                    help="where the runs train: cpu, cuda or cuda:N (the timing step and the "
+                         "equal-time widths are the CPU's; each run records its device)")
+    ap.add_argument("--long", action="store_true",
+                    help="run only the longer check: seed 0 at 'long' x the epochs, at each "
+                         "model's best rate so far and the rate below it")
     args = bench.parse(ap, argv)
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
+    try:
+        args.device = torch.device(args.device)
+    except RuntimeError as e:
+        ap.error(f"--device {args.device}: {e}; use cpu, cuda or cuda:N")
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device {args.device}: this torch sees no CUDA device "
+                 f"(torch {torch.__version__}); use --device cpu")
     return args
 
 
@@ -657,6 +727,8 @@ def main(argv=None) -> None:
     if args.report:
         return report(args)
     torch.set_num_threads(1)  # the workers share the cores; one thread is also the fair timing
+    # float32 means float32 on a GPU too: no TF32 in matrix products or convolutions
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     cfg = QUICK if args.quick else CONFIG
     dataset(cfg, args)  # made once, before any worker starts
     others = [subprocess.Popen([sys.executable, os.path.abspath(__file__),

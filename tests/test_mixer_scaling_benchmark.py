@@ -55,8 +55,8 @@ def test_quick_run_measures_every_mixer(tmp_path):
     mod.main(["--report", "--out", str(tmp_path)])
     text = (tmp_path / "README.md").read_text()
     assert f"python benchmarks/{STUDY}.py --report --out " in text
-    assert "## 3D: forward + backward, CPU seconds" in text and "| flare++ |" in text
-    assert "## Fitted exponents" in text and f"![time and memory against tokens]({STUDY}.png)" \
+    assert "## CPU, 3D: forward + backward, CPU seconds" in text and "| flare++ |" in text
+    assert "## CPU: fitted exponents" in text and f"![time and memory against tokens]({STUDY}.png)" \
         in text
 
 

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import ROOT, load_script
 
@@ -62,6 +63,21 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
     assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")} == before
     assert (out / "README.md").read_text() == text
 
+    # the longer check of one model: seed 0 at `long` x the epochs, at its best rate and the
+    # swept rate below it, and nothing else; the flattening table shows it
+    mod.main([*argv, "--long", "--models", "schwarz"])
+    new = set(_runs(out)) - {p.removesuffix(".json") for p in before}
+    long_epochs = cfg["long"] * cfg["epochs"]
+    width = mod.matched_width("schwarz", cfg)
+    sweep = {r["lr"]: r["validation_error"] for r in trained if r["model"] == "schwarz"
+             and r["width"] == width and r["seed"] == 0 and r["epochs"] == cfg["epochs"]}
+    best = min(sweep, key=sweep.get)
+    rates = [best] + [lr for lr in [max((r for r in sweep if r < best), default=None)] if lr]
+    assert new == {mod.run_name("schwarz", width, lr, 0, long_epochs) for lr in rates}
+    assert all(len(_runs(out)[n]["history"]) == long_epochs for n in new)
+    assert all(_runs(out)[n]["device"] == "cpu" for n in new)
+    assert f"{long_epochs} epochs" in (out / "README.md").read_text()
+
 
 class Interrupt(Exception):
     pass
@@ -105,3 +121,14 @@ def test_the_sweep_widens_until_its_best_rate_is_inside():
     assert mod.rates_to_run(done, lrs, 2) == [1.11e-4, 3.33e-4, 1e-3, 3e-3]
     assert mod.best_rate(done, lrs, 2) == 1.11e-4  # the limit reached: reported at the edge
     assert mod.rates_to_run({1e-3: 0.3, 3e-3: 0.4}, lrs, 0) == lrs
+
+
+def test_a_device_torch_cannot_use_is_refused(capsys):
+    bad = [("nonsense", "use cpu, cuda or cuda:N")]
+    if not torch.cuda.is_available():
+        bad.append(("cuda", "use --device cpu"))
+    for device, fix in bad:
+        with pytest.raises(SystemExit):
+            mod.parse_args(["--quick", "--device", device])
+        err = capsys.readouterr().err
+        assert f"--device {device}" in err and fix in err

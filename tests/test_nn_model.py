@@ -113,3 +113,21 @@ def test_a_model_runs_on_a_finer_mesh():
         model.use_mesh(coords)
         y = model(torch.ones(1, s * s, 1), torch.as_tensor(coords, dtype=torch.float32))
         assert y.shape == (1, s * s, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("mixer", ["schwarz", "flare", "physics"])
+def test_fit_on_a_gpu_is_the_cpu_run(mixer):
+    """The same run on the model's GPU: the data follow the model there, the shuffle is the
+    CPU's, predictions come back to the CPU; float64 leaves only summation order between them."""
+    coords, train, test = _problem()
+    config = replace(FIT, epochs=3, batch_size=4, lr=3e-3, seed=2)
+    runs = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(2)
+        model = _model(mixer).double().to(device)
+        model.use_mesh(coords)
+        runs.append(fit(model, train, test, coords, config, progress=False))
+    np.testing.assert_allclose([h["loss"] for h in runs[1]["history"]],
+                               [h["loss"] for h in runs[0]["history"]], rtol=1e-8)
+    assert runs[1]["test_error"] == pytest.approx(runs[0]["test_error"], rel=1e-8)

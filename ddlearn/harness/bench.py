@@ -27,7 +27,10 @@ Every JSON is written atomically by rank 0 (:func:`write`: an interrupted write 
 file) with a ``provenance`` entry: the command (with ``mpiexec -n P`` for P > 1 ranks), the git
 commit and whether the work tree differed from it, ranks, cores (all, and those this process
 may run on), the processor, the date (UTC), the script's effective options (its parsed
-arguments) and the PETSc options database. Results committed before the stamp carry only
+arguments) and the PETSc options database (None where petsc4py is not installed: a torch-only
+study that reads cached data runs, on a GPU machine say). A copy of the checkout without its git
+folder names its commit in ``DDLEARN_COMMIT`` (whether it differed is then unknown: None).
+Results committed before the stamp carry only
 ``{"committed in": <commit>}`` where git history names the commit that added them.
 
 Shared pieces: :func:`markdown_table` (the one table printer, for README and console),
@@ -50,7 +53,11 @@ import tempfile
 from pathlib import Path
 
 from mpi4py import MPI
-from petsc4py import PETSc
+
+try:
+    from petsc4py import PETSc
+except ModuleNotFoundError:  # a torch-only study on cached data runs without PETSc (a GPU machine)
+    PETSc = None
 
 from ddlearn.decomposition.atomic import atomic_write, atomic_write_json
 from ddlearn.decomposition.timing import Timer
@@ -102,6 +109,9 @@ def parse(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> argpars
     if wrong:
         ap.error(f"unrecognized arguments: {' '.join(wrong)}")
     if rest:
+        if PETSc is None:
+            ap.error(f"PETSc options ({' '.join(rest)}) need petsc4py, which is not installed "
+                     f"here: run scripts/setup.sh, or leave them out")
         PETSc.Options().insertString(shlex.join(rest))
     args.argv = argv
     if args.out is None:
@@ -160,13 +170,21 @@ def provenance(script: str, argv: list[str], options: dict, comm=COMM) -> dict:
         status = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
                       f":(exclude){RESULTS.relative_to(ROOT)}")
         git = (_git("rev-parse", "HEAD"), None if status is None else bool(status))
+        if git[0] is None and os.environ.get("DDLEARN_COMMIT"):
+            # a copy of the checkout without its git folder (another machine) names its commit
+            git = (os.environ["DDLEARN_COMMIT"], None)
     commit, dirty = comm.bcast(git, root=0)
     cores = os.cpu_count()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
     return {"command": command, "commit": commit, "dirty": dirty, "ranks": ranks,
             "cores": cores, "cores_usable": usable, "processor": _processor(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "options": _plain(options), "petsc_options": _plain(PETSc.Options().getAll())}
+            "options": _plain(options), "petsc_options": _petsc_options()}
+
+
+def _petsc_options() -> dict | None:
+    """The PETSc options database, for the record (None without PETSc)."""
+    return None if PETSc is None else _plain(PETSc.Options().getAll())
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -328,7 +346,7 @@ def error_chain(e: BaseException) -> list[str]:
     the context of a PETSc error)."""
     chain = []
     while e is not None:
-        chain.append(f"PETSc error {e.ierr}" if isinstance(e, PETSc.Error)
+        chain.append(f"PETSc error {e.ierr}" if PETSc and isinstance(e, PETSc.Error)
                      else f"{type(e).__name__}: {e}")
         e = e.__cause__ or e.__context__
     return chain

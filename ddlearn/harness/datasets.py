@@ -83,16 +83,22 @@ import sys
 import numpy as np
 import scipy.fft
 from mpi4py import MPI
-from petsc4py import PETSc
+
+try:
+    from petsc4py import PETSc
+except ModuleNotFoundError:  # reading a cached set needs no PETSc (a machine without it)
+    PETSc = None
 from tqdm import tqdm
 
 from ddlearn.decomposition.coefficients import coefficient
 from ddlearn.decomposition.problems import FACES, Diffusion
 from ddlearn.decomposition.timing import Timer
 from ddlearn.nn.data import dataset_files, grid_coords, load_dataset, read_record, save_dataset
-from ddlearn.pc import set_coordinates
 
 from . import bench
+
+if PETSc is not None:
+    from ddlearn.pc import set_coordinates
 
 __all__ = ["FAMILIES", "DEFAULTS", "CONTRAST_RANGE", "PREFIX", "data_dir", "grf",
            "darcy_coefficient", "sample_coefficient", "options", "reachable", "dataset_name",
@@ -289,10 +295,18 @@ def command_line(opts: dict) -> list[str]:
 
 # -- the solve ----------------------------------------------------------------------------------
 
+def _need_petsc() -> None:
+    if PETSc is None:
+        raise RuntimeError("making a dataset solves with PETSc, and petsc4py is not installed "
+                           "here: run scripts/setup.sh, or copy the cached set into the data "
+                           "folder (--out / $DDLEARN_DATA)")
+
+
 def solver_options(opts: dict, **owned) -> dict:
     """Put the KSP's settings under :data:`PREFIX` into the options database (ours, and the
     ``owned`` keys, override a user's for the keys we own) and return every ``-dataset_*``
     option, for the record."""
+    _need_petsc()
     db = PETSc.Options()
     owned = {"ksp_type": "cg", "ksp_rtol": repr(opts["rtol"]), "ksp_max_it": "10000",
              "ksp_norm_type": "unpreconditioned", "pc_type": "python",
@@ -313,6 +327,7 @@ def solve_csr(M, b: np.ndarray, coords: np.ndarray, guess: np.ndarray | None = N
     ------
     RuntimeError
         When CG does not converge."""
+    _need_petsc()
     A = PETSc.Mat().createAIJ(M.shape, csr=(M.indptr, M.indices, M.data), comm=PETSc.COMM_SELF)
     A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
     A.assemble()

@@ -81,12 +81,13 @@ def _fields(x: np.ndarray) -> np.ndarray:
 @torch.no_grad()
 def predict(model, coefficient: np.ndarray, coords: np.ndarray, norm: Normalizer,
             batch_size: int = 16) -> torch.Tensor:
-    """The model's solutions in physical units, ``[S, T]``, float64."""
+    """The model's solutions in physical units, ``[S, T]``, float64, on the CPU (the model runs
+    on the device of its parameters)."""
     model.eval()
-    dtype = next(model.parameters()).dtype
-    c = torch.as_tensor(coords, dtype=dtype)
-    a = norm.inputs(_fields(coefficient)).to(dtype)
-    out = [norm.physical(model(a[i:i + batch_size], c)[..., 0].double())
+    p = next(model.parameters())
+    c = torch.as_tensor(coords, dtype=p.dtype, device=p.device)
+    a = norm.inputs(_fields(coefficient)).to(p.device, p.dtype)
+    out = [norm.physical(model(a[i:i + batch_size], c)[..., 0].double()).cpu()
            for i in range(0, len(a), batch_size)]
     return torch.cat(out)
 
@@ -119,10 +120,10 @@ def fit(model, train, test, coords: np.ndarray, config: TrainConfig = FIT,
     checkpoint = checkpoint or config.checkpoint
     torch.manual_seed(config.seed)
     norm = Normalizer(train.coefficient, train.solution, log_input)
-    dtype = next(model.parameters()).dtype
-    a = norm.inputs(_fields(train.coefficient)).to(dtype)
-    u = norm.targets(_fields(train.solution)).to(dtype)
-    c = torch.as_tensor(coords, dtype=dtype)
+    p = next(model.parameters())  # the data goes where the model is (CPU or a GPU)
+    a = norm.inputs(_fields(train.coefficient)).to(p.device, p.dtype)
+    u = norm.targets(_fields(train.solution)).to(p.device, p.dtype)
+    c = torch.as_tensor(coords, dtype=p.dtype, device=p.device)
     per_epoch = math.ceil(len(a) / config.batch_size)
     settings = config.for_epochs(per_epoch)
     if progress is not None:
@@ -134,9 +135,10 @@ def fit(model, train, test, coords: np.ndarray, config: TrainConfig = FIT,
     def loss(step):
         if step % per_epoch == 0:  # a new epoch: a new shuffle of the training set
             model.train()
+            # the shuffle is drawn on the CPU: the same batches on every device
             epoch.update(batches=torch.randperm(len(a)).split(config.batch_size), total=0.0,
                          start=time.perf_counter())
-        b = epoch["batches"][step % per_epoch]
+        b = epoch["batches"][step % per_epoch].to(a.device)
         value = relative_error(model(a[b], c), u[b]).mean()
         epoch["total"] += value.item() * len(b)
         return value
