@@ -5,7 +5,13 @@ equal parameters, at equal time per epoch, and the authors' own networks beside 
 ::
 
     python benchmarks/neural_operator.py [--workers 2] [--data DIR] [--out DIR] [--quick]
+                                         [--models M ...] [--device cuda] [--long]
     python benchmarks/neural_operator.py --report [--out DIR]
+
+``--models`` restricts a command to some models (two machines can share the study: a GPU's
+command takes the authors' networks, say); ``--device`` trains there (each run records its
+device; the timing step and the equal-time widths stay the CPU's); ``--long`` runs only the
+longer check, seed 0 at ``long`` x the epochs at each model's best rate and the rate below it.
 
 One configuration for every model (:data:`CONFIG`, stated in every run's JSON): FNO's Darcy
 flow (:mod:`ddlearn.harness.datasets`, 169² solves sub-sampled to 85², 43², 22²), trained at
