@@ -64,6 +64,7 @@ from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.nn import MIXERS, TokenLayout, make_mixer, mixer_class  # noqa: E402
 from ddlearn.nn.layout import token_graph  # noqa: E402
+from ddlearn.nn.train import training_device  # noqa: E402
 
 STUDY = "mixer_scaling"
 # grids whose subdomain count round(T / 256) has a box grid of boxes with aspect ratio <= 2
@@ -563,14 +564,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N: the sweep on a "
                     "GPU (larger grids; results in mixer_scaling_gpu.json)")
     args = bench.parse(ap, argv)
-    if args.device != "cpu":
-        try:
-            ok_ = torch.device(args.device).type == "cuda" and torch.cuda.is_available()
-        except RuntimeError:
-            ok_ = False
-        if not ok_:
-            ap.error(f"--device {args.device}: not a CUDA device this torch sees (torch "
-                     f"{torch.__version__}); use --device cpu, cuda or cuda:N")
+    try:
+        training_device(args.device)
+    except ValueError as e:
+        ap.error(str(e))
     if args.report:
         return report(args, bench.results(args))
     q = args.quick

@@ -6,12 +6,16 @@ equal parameters, at equal time per epoch, and the authors' own networks beside 
 
     python benchmarks/neural_operator.py [--workers 2] [--data DIR] [--out DIR] [--quick]
                                          [--models M ...] [--device cuda] [--long]
-    python benchmarks/neural_operator.py --report [--out DIR]
+                                         [--set darcy|mesh|channels3d]
+    python benchmarks/neural_operator.py --report [--out DIR] [--set ...]
 
 ``--models`` restricts a command to some models (two machines can share the study: a GPU's
 command takes the authors' networks, say); ``--device`` trains there (each run records its
 device; the timing step and the equal-time widths stay the CPU's); ``--long`` runs only the
 longer check, seed 0 at ``long`` x the epochs at each model's best rate and the rate below it.
+``--set`` chooses the data (:data:`SETS`): the grid (default), an unstructured mesh, or the 3D
+high-contrast channels; a set other than the grid keeps its runs and report in its own folder
+inside ``--out``.
 
 One configuration for every model (:data:`CONFIG`, stated in every run's JSON): FNO's Darcy
 flow (:mod:`ddlearn.harness.datasets`, 169² solves sub-sampled to 85², 43², 22²), trained at
@@ -80,7 +84,7 @@ from ddlearn.nn.checkpoint import load as load_checkpoint
 from ddlearn.nn.data import Split, load_dataset
 from ddlearn.nn.model import NeuralOperator
 from ddlearn.nn.registry import build_network
-from ddlearn.nn.train import FIT, Normalizer, fit, parameter_count, predict
+from ddlearn.nn.train import FIT, Normalizer, fit, parameter_count, predict, training_device
 from ddlearn.nn.trainer import relative_error
 
 STUDY = "neural_operator"
@@ -106,6 +110,28 @@ CONFIG = {
     "seeds": [0, 1, 2], "pilot": ["schwarz", "flare"], "long": 4,
     "widths": [16, 24, 32, 48, 64, 96], "timing_steps": 12,
 }
+#: the sets beyond the grid, each one configuration for every model (CONFIG's budget, backbone
+#: and sweep): ``mesh``, Darcy on an unstructured P1 mesh of an L-shape with a hole
+#: (:mod:`ddlearn.harness.mesh_darcy`, spacing 1/24: 471 nodes, near the grid's 484 tokens), the
+#: Schwarz partition by ``rcb`` on the nodes, Transolver in its point-cloud form, no FNO (it
+#: needs a grid); ``channels3d``, the high-contrast channels (contrast 1e4) on the unit cube
+#: (17³ solves sub-sampled to 9³ = 729 tokens for training, 17³ for the transfer).
+SETS = {
+    "darcy": CONFIG,
+    "mesh": {**CONFIG,
+             "data": {"family": "darcy-mesh", "dim": 2, "h": 1 / 24, "jitter": 0.3,
+                      "transfer": [], "train": 1000, "validation": 100, "test": 200},
+             "mixers": {**CONFIG["mixers"], "physics": {"slices": 64, "form": "points"}},
+             "layout": {**CONFIG["layout"], "partitioner": "rcb"},
+             "networks": {**CONFIG["networks"],
+                          "transolver-net": {**CONFIG["networks"]["transolver-net"],
+                                             "form": "points"}}},
+    "channels3d": {**CONFIG,
+                   "data": {"family": "channels", "dim": 3, "fine": 17, "grid": 9,
+                            "transfer": [17], "contrast": 1e4, "train": 1000,
+                            "validation": 100, "test": 200},
+                   "layout": {**CONFIG["layout"], "subdomains": 27}},
+}
 QUICK = {**CONFIG,
          "data": {"family": "darcy", "dim": 2, "fine": 29, "grid": 8, "transfer": [15, 29],
                   "train": 12, "validation": 4, "test": 8},
@@ -119,6 +145,34 @@ QUICK = {**CONFIG,
                                          "depth": 1, "heads": 4, "slices": 8}},
          "batch_size": 4, "epochs": 2, "lrs": [1e-3, 3e-3], "widen": 1, "seeds": [0, 1],
          "widths": [8, 16], "timing_steps": 2}
+QUICK_SETS = {
+    "darcy": QUICK,
+    "mesh": {**QUICK,
+             "data": {**SETS["mesh"]["data"], "h": 0.1, "train": 12, "validation": 4, "test": 8},
+             "mixers": {**QUICK["mixers"], "physics": {"slices": 8, "form": "points"}},
+             "layout": {**QUICK["layout"], "partitioner": "rcb"},
+             "networks": {**QUICK["networks"],
+                          "transolver-net": {**QUICK["networks"]["transolver-net"],
+                                             "form": "points"}}},
+    "channels3d": {**QUICK,
+                   "data": {**SETS["channels3d"]["data"], "fine": 9, "grid": 5, "transfer": [9],
+                            "train": 12, "validation": 4, "test": 8},
+                   "layout": {**QUICK["layout"], "subdomains": 8}},
+}
+
+
+TITLES = {"darcy": "Darcy", "mesh": "Darcy on an unstructured mesh",
+          "channels3d": "3D high-contrast channels"}
+
+
+def config_of(args) -> dict:
+    """The configuration of the set ``args.set`` (its quick form with ``--quick``)."""
+    return (QUICK_SETS if args.quick else SETS)[args.set]
+
+
+def models_of(cfg: dict) -> tuple:
+    """The models a set trains: FNO needs a grid."""
+    return tuple(m for m in MODELS if m != "fno" or cfg["data"]["family"] != "darcy-mesh")
 
 
 # -- models -----------------------------------------------------------------------------------
@@ -179,13 +233,20 @@ def _matched_width(model: str, cfg: dict, tolerance: float) -> int:
 # -- data -------------------------------------------------------------------------------------
 
 def dataset(cfg: dict, args, grid: int | None = None):
-    """The Darcy set at ``grid`` points per side (default: the training grid); every grid of
-    the study is made in one pass."""
+    """The set's data at ``grid`` points per side (default: the training grid; every grid of
+    the study is made in one pass), or on its mesh."""
     d = cfg["data"]
-    grids = [d["grid"], *d["transfer"]]
+    if d["family"] == "darcy-mesh":
+        from ddlearn.harness import mesh_darcy  # scikit-fem: only where the mesh set runs
+
+        opts = mesh_darcy.options(h=d["h"], jitter=d["jitter"],
+                                  train=d["train"] + d["validation"], test=d["test"])
+        return load_dataset(mesh_darcy.ensure(opts, args.data, progress=not args.quick))
+    extra = {"contrast": d["contrast"]} if "contrast" in d else {}
     path = ensure_dataset(d["family"], d["dim"], grid or d["grid"], args.data,
-                          progress=not args.quick, fine=d["fine"], resolutions=grids,
-                          train=d["train"] + d["validation"], test=d["test"])
+                          progress=not args.quick, fine=d["fine"],
+                          resolutions=[d["grid"], *d["transfer"]],
+                          train=d["train"] + d["validation"], test=d["test"], **extra)
     return load_dataset(path)
 
 
@@ -298,7 +359,8 @@ def transfer(args, cfg: dict, source: dict) -> dict:
               "seed": source["seed"], "width": source["width"], "test_error": errors,
               "config": cfg, "device": str(args.device)}
     bench.write(args, result, f"runs/{name}")
-    bench.show(f"{name}: " + ", ".join(f"{g}²: {e:.4g}" for g, e in errors.items()))
+    sup = "²" if cfg["data"]["dim"] == 2 else "³"
+    bench.show(f"{name}: " + ", ".join(f"{g}{sup}: {e:.4g}" for g, e in errors.items()))
     return result
 
 
@@ -334,7 +396,7 @@ def timing(args, cfg: dict) -> dict:
         return bench.read(str(path))
     data = dataset(cfg, args)
     rows, load_before = [], _loadavg()
-    for model_name in MODELS:
+    for model_name in models_of(cfg):
         for w in ([None] if model_name in NETWORK_MODELS else widths_of(model_name, cfg)):
             torch.manual_seed(0)
             model = build(model_name, cfg, w)
@@ -352,7 +414,7 @@ def timing(args, cfg: dict) -> dict:
                   and r["width"] == cfg["backbone"]["width"])
     equal_time = {m: min((r for r in rows if r["model"] == m),
                          key=lambda r: abs(math.log(r["step_s"] / target)))["width"]
-                  for m in MODELS if m not in NETWORK_MODELS}
+                  for m in models_of(cfg) if m not in NETWORK_MODELS}
     result = {"rows": rows, "equal_time_width": equal_time, "target_step_s": target,
               "threads": torch.get_num_threads(), "loadavg": [load_before, _loadavg()],
               "config": cfg}
@@ -447,7 +509,7 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
         if model in equal_time and equal_time[model] != w:
             for seed in cfg["seeds"]:
                 add(model, equal_time[model], lr, seed)
-        for seed in cfg["seeds"]:
+        for seed in cfg["seeds"] if cfg["data"]["transfer"] else []:
             source = runs.get(run_name(model, w, lr, seed, cfg["epochs"]))
             if source is None:
                 waiting = True
@@ -518,7 +580,7 @@ def summary(runs: dict, cfg: dict) -> dict:
     timing_ = runs.get("timing", {})
     equal_time = timing_.get("equal_time_width", {})
     out = {}
-    for model in MODELS:
+    for model in models_of(cfg):
         mine = [r for r in runs.values() if r.get("model") == model and "lr" in r]
         if not mine:  # (and no width to match: FNO's needs neuraloperator)
             out[model] = {"width": None, "sweep": {}, "lr": None, "param": [], "time": [],
@@ -570,7 +632,7 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                                      "test rel. L2", "Schwarz / model", "s / epoch (timing)",
                                      "s / epoch (run)", "peak MB"], rows)
 
-    mixers = [m for m in MODELS if m not in NETWORK_MODELS]
+    mixers = [m for m in s if m not in NETWORK_MODELS]
     sections.append(("Equal parameters (the Schwarz model's count within 10 %)",
                      table("param", mixers, "width")))
     sections.append(("Equal time per epoch (each width's step time nearest the Schwarz model's)",
@@ -578,24 +640,26 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
     sections.append(("The authors' own networks (half their Darcy width and depth)",
                      table("param", ["schwarz", *NETWORK_MODELS], "width")))
     sweep_rows = [[m, ", ".join(f"{lr:g}: {v:.4f}" for lr, v in sorted(s[m]["sweep"].items())),
-                   f"{s[m]['lr']:g}" if s[m]["lr"] else "(running)"] for m in MODELS
+                   f"{s[m]['lr']:g}" if s[m]["lr"] else "(running)"] for m in s
                   if s[m]["sweep"]]
     sections.append(("Learning-rate sweep (seed 0, full schedule; validation rel. L2)",
                      bench.markdown_table(["model", "rate: validation", "best"], sweep_rows)))
     sections.append(flattening(runs, cfg))
-    grids = [str(cfg["data"]["grid"]), *map(str, cfg["data"]["transfer"])]
+    grids = [str(cfg["data"].get("grid")), *map(str, cfg["data"]["transfer"])]
+    sup = "²" if cfg["data"]["dim"] == 2 else "³"
     tr = []
-    for m in MODELS:
+    for m in s if cfg["data"]["transfer"] else []:
         rs = s[m]["transfer"]
         if rs:
             means = [np.mean([r["test_error"][g] for r in rs]) for g in grids]
             tr.append([m, len(rs), *(f"{v:.4f}" for v in means),
                        *(f"{v / means[0]:.2f}" for v in means[1:])])
     if tr:
-        sections.append((f"Resolution transfer (trained on {grids[0]}², no retraining)",
-                         bench.markdown_table(["model", "seeds", *(f"{g}² test" for g in grids),
-                                               *(f"{g}² / {grids[0]}²" for g in grids[1:])],
-                                              tr)))
+        sections.append((f"Resolution transfer (trained on {grids[0]}{sup}, no retraining)",
+                         bench.markdown_table(["model", "seeds",
+                                               *(f"{g}{sup} test" for g in grids),
+                                               *(f"{g}{sup} / {grids[0]}{sup}"
+                                                 for g in grids[1:])], tr)))
     return sections
 
 
@@ -624,7 +688,9 @@ def plot(runs: dict, cfg: dict, out: str) -> list[str]:
     s = summary(runs, cfg)
     made = []
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for i, m in enumerate(MODELS):
+    for i, m in enumerate(MODELS):  # one colour per model in every set
+        if m not in s:
+            continue
         r = next((r for r in s[m]["param"] if r["seed"] == 0), None)
         if r is None:
             continue
@@ -642,7 +708,7 @@ def plot(runs: dict, cfg: dict, out: str) -> list[str]:
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, m in enumerate(MODELS):
-        if s[m]["sweep"]:
+        if m in s and s[m]["sweep"]:
             lrs = sorted(s[m]["sweep"])
             ax.plot(lrs, [s[m]["sweep"][lr] for lr in lrs], marker="o", color=f"C{i % 10}",
                     label=m)
@@ -657,7 +723,7 @@ def plot(runs: dict, cfg: dict, out: str) -> list[str]:
 
 
 def report(args) -> None:
-    cfg = QUICK if args.quick else CONFIG
+    cfg = config_of(args)
     runs = _done(args)
     sections = tables(runs, cfg)
     for path in plot(runs, cfg, args.out):
@@ -676,12 +742,20 @@ def report(args) -> None:
              else f"All {len(runs)} runs done.")
     machine = (f"One thread per run, on {proc['cores']} cores ({proc['processor']}). "
                if proc else "")
-    intro = (f"{state} {machine}Each run's JSON in `runs/` holds its stamp and its curves; the "
-             f"earlier, smaller study is in [HISTORY.md](HISTORY.md). The configuration, the "
-             f"same for every model:\n\n```json\n{json.dumps(cfg, indent=1)}\n```\n\n"
+    if args.set == "darcy":
+        others = [f"[{t}]({k}/README.md)" for k, t in TITLES.items()
+                  if k != "darcy" and (Path(args.out) / k / "README.md").exists()]
+        where = ("the earlier, smaller study is in [HISTORY.md](HISTORY.md)"
+                 + (f"; the other sets: {', '.join(others)}" if others else ""))
+    else:
+        where = "the grid's study is in [the folder above](../README.md)"
+    intro = (f"{state} {machine}Each run's JSON in `runs/` holds its stamp and its curves; "
+             f"{where}. The configuration, the same for every model:\n\n```json\n{json.dumps(cfg, indent=1)}\n```\n\n"
              f"Made by:\n\n" + ("\n".join(made) or "- (no runs yet)"))
-    bench.write_readme(args, "Token mixers against their authors' baselines (Darcy)", sections,
-                       {}, intro=intro)
+    bench.write_readme(args, f"Token mixers against their authors' baselines "
+                       f"({TITLES[args.set]})", sections, {}, intro=intro,
+                       options="" if args.set == "darcy" else f" --set {args.set}",
+                       out_option=args.base_out)
 
 
 def _without_workers(argv: list) -> list:
@@ -706,25 +780,34 @@ def parse_args(argv=None):
                     help="processes sharing the work (one thread each; 2 on a 2-core machine)")
     ap.add_argument("--data", default=None, help="dataset cache folder (default: "
                     "$DDLEARN_DATA or ~/.cache/ddlearn/datasets)")
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS, metavar="M",
+    ap.add_argument("--models", nargs="+", default=None, choices=MODELS, metavar="M",
                     help=f"the models whose runs this command does (default: all of "
                          f"{', '.join(MODELS)})")
     ap.add_argument("--device", default="cpu",
                     help="where the runs train: cpu, cuda or cuda:N (the timing step and the "
                          "equal-time widths are the CPU's; each run records its device)")
+    ap.add_argument("--set", default="darcy", choices=list(SETS),
+                    help="the data: darcy (the grid), mesh (an unstructured mesh), channels3d "
+                         "(3D high contrast); a set other than darcy has its folder in --out")
     ap.add_argument("--long", action="store_true",
                     help="run only the longer check: seed 0 at 'long' x the epochs, at each "
                          "model's best rate so far and the rate below it")
     args = bench.parse(ap, argv)
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
+    args.base_out = args.out  # what --out names; a set's own folder lies in it
+    if args.set != "darcy":
+        args.out = os.path.join(args.out, args.set)
+    models = models_of(config_of(args))
+    other = sorted(set(args.models or ()) - set(models))
+    if other:
+        ap.error(f"--models {' '.join(other)}: not a model of --set {args.set} (FNO needs a "
+                 f"grid); choose from {', '.join(models)}")
+    args.models = args.models or list(models)
     try:
-        args.device = torch.device(args.device)
-    except RuntimeError as e:
-        ap.error(f"--device {args.device}: {e}; use cpu, cuda or cuda:N")
-    if args.device.type == "cuda" and not torch.cuda.is_available():
-        ap.error(f"--device {args.device}: this torch sees no CUDA device "
-                 f"(torch {torch.__version__}); use --device cpu")
+        args.device = training_device(args.device)
+    except ValueError as e:
+        ap.error(str(e))
     return args
 
 
@@ -735,7 +818,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)  # the workers share the cores; one thread is also the fair timing
     # float32 means float32 on a GPU too: no TF32 in matrix products or convolutions
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    cfg = QUICK if args.quick else CONFIG
+    cfg = config_of(args)
     dataset(cfg, args)  # made once, before any worker starts
     others = [subprocess.Popen([sys.executable, os.path.abspath(__file__),
                                 *_without_workers(sys.argv[1:] if argv is None else argv)])

@@ -79,6 +79,45 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
     assert f"{long_epochs} epochs" in (out / "README.md").read_text()
 
 
+@pytest.mark.parametrize("name, models", [("mesh", ["schwarz", "physics", "transolver-net"]),
+                                          ("channels3d", ["schwarz", "physics", "fno"])])
+def test_the_sets_beyond_the_grid(tmp_path, name, models):
+    """The unstructured mesh (rcb partition, Transolver's point-cloud form, no FNO) and the 3D
+    high-contrast channels: the same steps, in the set's own folder."""
+    out = tmp_path / "out"
+    mod.main(["--quick", "--set", name, "--out", str(out), "--data", str(tmp_path / "data"),
+              "--models", *models])
+    assert not (out / "runs").exists()  # the grid's study is left alone
+    runs, cfg = _runs(out / name), mod.QUICK_SETS[name]
+    assert set(runs["timing"]["equal_time_width"]) == \
+        set(mod.models_of(cfg)) - set(mod.NETWORK_MODELS)
+    trained = [r for r in runs.values() if "validation_error" in r]
+    assert {r["model"] for r in trained} == set(models)
+    for r in trained:
+        assert r["dataset"]["family"] == cfg["data"]["family"] and 0 < r["test_error"] < 10
+        assert r["config"]["data"] == cfg["data"]
+    form = {r["model"]: r["model_config"] for r in trained}
+    assert form["schwarz"]["layout"]["partitioner"] == cfg["layout"]["partitioner"]
+    transfers = [r for r in runs.values() if "source" in r]
+    if name == "mesh":
+        assert "fno" not in mod.models_of(cfg) and form["physics"]["mixer_options"]["form"] \
+            == form["transolver-net"]["form"] == "points" and not transfers
+        assert form["schwarz"]["layout"]["partitioner"] == "rcb"
+    else:
+        assert form["physics"]["mixer_options"]["form"] == "grid"
+        assert len(transfers) == len(models) * len(cfg["seeds"])
+        assert all(set(t["test_error"]) == {"5", "9"} for t in transfers)
+    text = (out / name / "README.md").read_text()
+    assert mod.TITLES[name] in text and f"--report --set {name}" in text
+
+
+def test_a_model_a_set_cannot_train_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        mod.parse_args(["--quick", "--set", "mesh", "--models", "fno"])
+    err = capsys.readouterr().err
+    assert "--models fno" in err and "--set mesh" in err and "choose from" in err
+
+
 class Interrupt(Exception):
     pass
 

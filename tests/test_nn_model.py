@@ -10,7 +10,7 @@ from ddlearn.nn import MIXERS
 from ddlearn.nn.checkpoint import load as load_checkpoint
 from ddlearn.nn.data import Split, grid_coords
 from ddlearn.nn.model import NeuralOperator
-from ddlearn.nn.train import FIT, fit
+from ddlearn.nn.train import FIT, fit, training_device
 
 
 def _problem(samples=12, s=9, seed=0):
@@ -131,3 +131,12 @@ def test_fit_on_a_gpu_is_the_cpu_run(mixer):
     np.testing.assert_allclose([h["loss"] for h in runs[1]["history"]],
                                [h["loss"] for h in runs[0]["history"]], rtol=1e-8)
     assert runs[1]["test_error"] == pytest.approx(runs[0]["test_error"], rel=1e-8)
+
+
+def test_a_training_device_is_one_torch_can_use():
+    assert training_device("cpu") == torch.device("cpu")
+    for spec, fix in (("nonsense", "use cpu, cuda or cuda:N"), ("meta", "use cpu, cuda"),
+                      (f"cuda:{torch.cuda.device_count()}", "use --device cpu")):
+        with pytest.raises(ValueError, match=fix) as e:
+            training_device(spec)
+        assert f"--device {spec}" in str(e.value)

@@ -240,14 +240,17 @@ def _provenance_line(name: str, data) -> str:
 
 
 def write_readme(args: argparse.Namespace, title: str, sections: list[tuple[str, str]],
-                 files: dict[str, dict], intro: str = "") -> str:
-    """``<args.out>/README.md``: the regenerating command at the top, the provenance of every
-    JSON it is made from, then ``sections`` (heading, markdown); rank 0 writes. Returns the
-    path."""
+                 files: dict[str, dict], intro: str = "", options: str = "",
+                 out_option: str | None = None) -> str:
+    """``<args.out>/README.md``: the regenerating command at the top (``--report``, then
+    ``options``, then ``--out`` with ``out_option``, default ``args.out``, unless that is the
+    study's folder), the provenance of every JSON it is made from, then ``sections``
+    (heading, markdown); rank 0 writes. Returns the path."""
     out = Path(args.out)
-    default = out.resolve() == (RESULTS / args.study).resolve()
-    command = f"python {args.script} --report" + \
-        ("" if default else f" --out {relative(str(out))}")
+    named = Path(out_option or args.out)
+    default = named.resolve() == (RESULTS / args.study).resolve()
+    command = f"python {args.script} --report{options}" + \
+        ("" if default else f" --out {relative(str(named))}")
     lines = [f"# {title}", "", "Regenerated from the JSON in this folder (runs nothing):", "",
              "```", command, "```", ""]
     if intro:

@@ -24,7 +24,7 @@ import torch
 from . import checkpoint as ckpt_io
 from .trainer import Trainer, TrainConfig, relative_error
 
-__all__ = ["FIT", "Normalizer", "fit", "predict", "parameter_count"]
+__all__ = ["FIT", "Normalizer", "fit", "predict", "parameter_count", "training_device"]
 
 #: :func:`fit`'s settings: ``epochs`` passes over the training set in batches of ``batch_size``,
 #: AdamW (``lr`` the one-cycle peak, ``weight_decay``), gradients clipped to norm ``clip``, no
@@ -65,6 +65,24 @@ class Normalizer:
 
     def physical(self, v: torch.Tensor) -> torch.Tensor:
         return v * self.state["u_std"] + self.state["u_mean"]
+
+
+def training_device(spec: str) -> torch.device:
+    """The device a model trains on, from a command line's ``--device`` (``cpu``, ``cuda``,
+    ``cuda:N``); a ``ValueError`` naming the valid values when torch cannot use it."""
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise ValueError(f"--device {spec}: not a device name torch knows; use cpu, cuda or "
+                         "cuda:N") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {spec}: not a device this study trains on; use cpu, cuda "
+                         "or cuda:N")
+    if device.type == "cuda" and not (torch.cuda.is_available()
+                                      and (device.index or 0) < torch.cuda.device_count()):
+        raise ValueError(f"--device {spec}: this torch ({torch.__version__}) sees "
+                         f"{torch.cuda.device_count()} CUDA device(s); use --device cpu")
+    return device
 
 
 def parameter_count(module: torch.nn.Module) -> int:
