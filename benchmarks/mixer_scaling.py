@@ -79,6 +79,10 @@ WARM_SIDE = {2: 6, 3: 3}  # the warm-up grid, in no sweep
 VARIANTS = {"schwarz-galerkin": ("schwarz", {"attention": "galerkin"}, {}),
             "schwarz-size/4": ("schwarz", {}, {"size": 0.25}),
             "schwarz-size/4-o0": ("schwarz", {}, {"size": 0.25, "overlap": 0})}
+#: ``--layouts``: Schwarz attention's subdomain sizes and overlaps at the grid nearest
+#: ``--ratio-tokens``, beside :data:`LAYOUT_AGAINST` (quick: sizes for 16² and 8³)
+LAYOUT_SIZES, QUICK_LAYOUT_SIZES, LAYOUT_OVERLAPS = (32, 64, 128, 256), (4, 8, 16), (0, 1)
+LAYOUT_AGAINST = "flare"
 REPEAT_S = 10.0  # timed repeats after the first run: as many as fit (at most 3)
 
 
@@ -323,6 +327,61 @@ def sweep(args, save) -> list[dict]:
     return points
 
 
+def layout_points(args) -> list[dict]:
+    """``--layouts``: at the grid nearest ``--ratio-tokens`` per dimension, Schwarz attention at
+    every subdomain size and overlap (series ``schwarz-s<size>-o<overlap>``), then
+    :data:`LAYOUT_AGAINST` at equal width."""
+    out = []
+    for dim in args.dims:
+        side = min(_sides(args)[dim], key=lambda n: abs(math.log(n ** dim / args.ratio_tokens)))
+        for size in QUICK_LAYOUT_SIZES if args.quick else LAYOUT_SIZES:
+            for overlap in LAYOUT_OVERLAPS:
+                out.append({**point(args, "schwarz", dim, side),
+                            "series": f"schwarz-s{size}-o{overlap}", "subdomain_size": size,
+                            "overlap": overlap})
+        out.append(point(args, LAYOUT_AGAINST, dim, side))
+    return out
+
+
+def layout_sweep(args, save) -> list[dict]:
+    """Every point of :func:`layout_points`, each in its own process; ``save(points)`` after
+    each."""
+    points = []
+    for p in layout_points(args):
+        rec = {k: p[k] for k in ("series", "mixer", "dim", "side", "tokens", "options",
+                                 "subdomain_size", "overlap")}
+        rec["loadavg_before"] = os.getloadavg()[0]
+        rec.update(run_point(p, args.memory_cap_gib * 1024, args.timeout_s))
+        points.append(rec)
+        bench.show(line(rec))
+        save(points)
+    return points
+
+
+def layout_cost_table(points) -> str:
+    """Per dimension and layout: subdomains, time, time over :data:`LAYOUT_AGAINST`'s, memory."""
+    rows = []
+    for dim in sorted({p["dim"] for p in points}):
+        ref = next((p for p in points if p["dim"] == dim and p["series"] == LAYOUT_AGAINST
+                    and p["status"] == "ok"), None)
+        for p in points:
+            if p["dim"] != dim:
+                continue
+            good = p["status"] == "ok"
+            L = p.get("layout", {})
+            mine = p["mixer"] == "schwarz"
+            rows.append([f"{dim}D, {p['tokens']:,}", p["series"],
+                         p["subdomain_size"] if mine else "", p["overlap"] if mine else "",
+                         L.get("subdomains", ""),
+                         f"{L['min_subdomain']}-{L['max_subdomain']}" if L else "",
+                         f"{p['time_s']:.3g}" if good else p["status"].split(":")[0],
+                         f"{p['time_s'] / ref['time_s']:.2f}" if good and ref else "",
+                         f"{p['peak_mb']:.0f}" if good else ""])
+    return bench.markdown_table(["grid", "series", "subdomain size", "overlap", "subdomains",
+                                 "sizes with overlap", "CPU s", f"time / {LAYOUT_AGAINST}",
+                                 "peak MB"], rows)
+
+
 def _sides(args) -> dict:
     return QUICK_SIDES if args.quick else GPU_SIDES if args.device != "cpu" else SIDES
 
@@ -521,6 +580,14 @@ def report(args, files: dict) -> dict:
                         f"core).")], files)
         return {}
     intros, sections, out = [], [], {}
+    if f"{STUDY}_layouts" in files:
+        d = files[f"{STUDY}_layouts"]
+        sections.append((f"CPU: Schwarz attention's layouts near {d['settings']['ratio_tokens']:,} "
+                         f"tokens against {LAYOUT_AGAINST} (`--layouts`)",
+                         f"Width {d['settings']['channels']}, {d['settings']['heads']} heads, "
+                         f"boxes, pou coarse level; the subdomain size asked for and the sizes "
+                         f"the boxes have with their overlap layers. "
+                         f"{d['machine'].get('note', '')}\n\n" + layout_cost_table(d["points"])))
     for key, where in found:
         data = {**files[key], **summary(files[key])}
         png = os.path.join(args.out, f"{key}.png")
@@ -561,6 +628,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--ratio-tokens", type=int, default=65536)
     ap.add_argument("--max-tokens", type=int, default=None, help="leave out larger grids")
     ap.add_argument("--note", default="", help="recorded with the results (what else ran)")
+    ap.add_argument("--layouts", action="store_true",
+                    help="only Schwarz attention's subdomain sizes and overlaps near "
+                         "--ratio-tokens, beside FLARE (mixer_scaling_layouts.json)")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N: the sweep on a "
                     "GPU (larger grids; results in mixer_scaling_gpu.json)")
     args = bench.parse(ap, argv)
@@ -586,6 +656,8 @@ def main(argv: list[str] | None = None) -> dict:
     machine = {"nice": os.nice(0), "cores": os.cpu_count(), "loadavg_start": os.getloadavg()[0],
                "note": args.note}
     name = STUDY if args.device == "cpu" else f"{STUDY}_gpu"
+    if args.layouts:
+        name = f"{STUDY}_layouts" if args.device == "cpu" else f"{STUDY}_gpu_layouts"
     if args.device != "cpu":
         machine["gpu"] = torch.cuda.get_device_name(torch.device(args.device))
     data = {"settings": settings, "machine": machine, "points": []}
@@ -597,6 +669,11 @@ def main(argv: list[str] | None = None) -> dict:
         return bench.write(args, data, name)
 
     warm_up(args)
+    if args.layouts:
+        path = save(layout_sweep(args, save))
+        bench.show(layout_cost_table(data["points"]))
+        bench.show(f"wrote {path}")
+        return data
     path = save(sweep(args, save))
     plot(data["points"], data["fits"], os.path.join(args.out, f"{name}.png"),
          "CPU" if args.device == "cpu" else "GPU")
