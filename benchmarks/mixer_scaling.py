@@ -574,7 +574,7 @@ def report(args, files: dict) -> dict:
     ``files[STUDY + '_gpu']`` (a GPU sweep, where one was run) into ``args.out``/README.md (a
     folder without results gets a README saying so)."""
     found = [(k, where) for k, where in ((STUDY, "CPU"), (f"{STUDY}_gpu", "GPU")) if k in files]
-    if not found:
+    if not found and f"{STUDY}_layouts" not in files:
         bench.write_readme(args, "Token mixers against the number of tokens", [
             ("Results", f"None yet: `python {args.script}` measures them (about an hour on one "
                         f"core).")], files)
@@ -598,7 +598,7 @@ def report(args, files: dict) -> dict:
         out[key] = data
     bench.write_readme(args, "Token mixers against the number of tokens", sections, files,
                        "\n\n".join(intros))
-    return out[found[0][0]]
+    return out[found[0][0]] if found else {}
 
 
 def main(argv: list[str] | None = None) -> dict:

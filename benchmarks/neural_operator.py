@@ -161,6 +161,18 @@ QUICK_SETS = {
 }
 
 
+def layout_variants(cfg: dict) -> dict:
+    """The Schwarz model on other layouts (seed 0 at its best rate, the grid's set only): the
+    default's subdomain count ``N`` divided by 1, 2, 4, 8 (at least 2), each with and without
+    overlap, the default left out; ``schwarz-n<N>-o<overlap>`` -> layout changes. At 22² the
+    full study's boxes hold about 484 / N = 30, 60, 121, 242 tokens: the sizes that
+    ``mixer_scaling.py --layouts`` times at 64k tokens (32 ... 256)."""
+    n0, o0 = cfg["layout"]["subdomains"], cfg["layout"]["overlap"]
+    return {f"schwarz-n{n}-o{o}": {"subdomains": n, "overlap": o}
+            for n in dict.fromkeys(n0 // k for k in (1, 2, 4, 8) if n0 // k >= 2)
+            for o in (0, 1) if (n, o) != (n0, o0)}
+
+
 TITLES = {"darcy": "Darcy", "mesh": "Darcy on an unstructured mesh",
           "channels3d": "3D high-contrast channels"}
 
@@ -181,6 +193,9 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
     """A model of the study by name at ``width`` (default: its equal-parameter width)."""
     if model in NETWORK_MODELS:
         return build_network({**cfg["networks"][model], "dim": cfg["data"]["dim"]})
+    if model in layout_variants(cfg):
+        return _backbone("schwarz", cfg, width or matched_width("schwarz", cfg),
+                         {**cfg["layout"], **layout_variants(cfg)[model]})
     if width is None:
         width = matched_width(model, cfg)
     if model == "fno":
@@ -188,11 +203,14 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
 
         m = fno_match(cfg)
         return GridFNO(cfg["data"]["dim"], width, m["modes"], m["layers"])
+    return _backbone(model, cfg, width, cfg["layout"] if model == "schwarz" else None)
+
+
+def _backbone(mixer: str, cfg: dict, width: int, layout: dict | None) -> NeuralOperator:
     b = cfg["backbone"]
     return NeuralOperator(dim=cfg["data"]["dim"], width=width, depth=b["depth"],
-                          heads=b["heads"], mixer=model, mixer_options=cfg["mixers"].get(model, {}),
-                          layout=cfg["layout"] if model == "schwarz" else None,
-                          mlp_ratio=b["mlp_ratio"])
+                          heads=b["heads"], mixer=mixer, mixer_options=cfg["mixers"].get(mixer, {}),
+                          layout=layout, mlp_ratio=b["mlp_ratio"])
 
 
 def fno_match(cfg: dict) -> dict:
@@ -506,6 +524,9 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
             lower = _lower_rate(sweep, lr)
             if pilot and lower and pilot["validation_error"] > sweep[lr]:
                 add(model, w, lower, 0, 2 * cfg["epochs"])  # unstable there: one rate lower
+        if model == "schwarz" and args.set == "darcy":
+            for variant in layout_variants(cfg):
+                add(variant, w, lr, 0)
         if model in equal_time and equal_time[model] != w:
             for seed in cfg["seeds"]:
                 add(model, equal_time[model], lr, seed)
@@ -722,11 +743,80 @@ def plot(runs: dict, cfg: dict, out: str) -> list[str]:
     return made
 
 
+#: the mixers' cost at 64k tokens by layout (``mixer_scaling.py --layouts``)
+LAYOUT_COSTS = bench.RESULTS / "mixer_scaling" / "mixer_scaling_layouts.json"
+
+
+def layouts(runs: dict, cfg: dict, out: str, costs: Path = LAYOUT_COSTS):
+    """The Schwarz model's layouts (:func:`layout_variants`, seed 0 at its best rate): Darcy test error
+    against the 2D cost, at 64k tokens, of the layout with the same subdomain size and overlap
+    (``costs``, where measured); the section and the plot's path (None before any run)."""
+    s = summary(runs, cfg)["schwarz"]
+    ref = next((r for r in s["param"] if r["seed"] == 0), None)
+    variants = layout_variants(cfg)
+    mine = {v: runs.get(run_name(v, s["width"], s["lr"], 0, cfg["epochs"])) for v in variants}
+    if ref is None or not any(mine.values()):
+        return None, None
+    cost = {}
+    if costs.exists():
+        points = bench.read(str(costs))["points"]
+        flare = next((p for p in points if p["dim"] == 2 and p["mixer"] == "flare"
+                      and p["status"] == "ok"), None)
+        for p in points:
+            if p["dim"] == 2 and p["mixer"] == "schwarz" and p["status"] == "ok" and flare:
+                cost[p["subdomain_size"], p["overlap"]] = (p["time_s"] / flare["time_s"],
+                                                            p["tokens"])
+    tokens = cfg["data"]["grid"] ** cfg["data"]["dim"]
+    rows, curve = [], {}
+    for name, r, lay in [("schwarz", ref, cfg["layout"]),
+                         *((v, mine[v], {**cfg["layout"], **variants[v]}) for v in variants)]:
+        if r is None:
+            continue
+        size = tokens / lay["subdomains"]
+        match = min((k for k in cost if k[1] == lay["overlap"]),
+                    key=lambda k: abs(math.log(k[0] / size)), default=None)
+        c = cost.get(match)
+        rows.append([name, lay["subdomains"], lay["overlap"], f"{size:.0f}",
+                     f"{r['test_error']:.4f}", f"{r['test_error'] / ref['test_error']:.3f}",
+                     f"{match[0]} ({c[1]:,} tokens)" if c else "", f"{c[0]:.2f}" if c else ""])
+        if c:
+            curve.setdefault(lay["overlap"], []).append((c[0], r["test_error"], lay["subdomains"]))
+    text = ("Seed 0 at the Schwarz model's best rate on other layouts, trained and tested on the "
+            "grid; beside it the 2D forward + backward time, over FLARE's at equal width, of "
+            f"the layout with the same subdomain size and overlap near 64k tokens "
+            f"(`python benchmarks/mixer_scaling.py --layouts`, "
+            f"[its report](../mixer_scaling/README.md)). The study's default is the first row.\n\n"
+            + bench.markdown_table(["model", "subdomains", "overlap", "tokens per subdomain",
+                                    "test rel. L2", "/ default", "64k layout (size)",
+                                    "64k time / FLARE"], rows))
+    path = None
+    if curve:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for o, pts in sorted(curve.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"overlap {o}")
+            for x, y, n in pts:
+                ax.annotate(f"N={n}", (x, y), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+        ax.axvline(1.0, color="k", lw=0.8, ls=":", label="FLARE's time")
+        ax.axhline(1.05 * ref["test_error"], color="gray", lw=0.8, ls="--",
+                   label="default + 5 %")
+        ax.set(xlabel="2D time at 64k tokens / FLARE's", ylabel="Darcy test rel. L2 (seed 0)")
+        ax.legend(fontsize=7)
+        path = save_figure(fig, os.path.join(out, "layouts.png"), 120)
+    return ("Schwarz layouts: Darcy error against the cost at 64k tokens", text), path
+
+
 def report(args) -> None:
     cfg = config_of(args)
     runs = _done(args)
     sections = tables(runs, cfg)
-    for path in plot(runs, cfg, args.out):
+    pngs = plot(runs, cfg, args.out)
+    if args.set == "darcy":
+        section, png = layouts(runs, cfg, args.out)
+        sections += [section] if section else []
+        pngs += [png] if png else []
+    for path in pngs:
         name = os.path.basename(path)
         sections.append((name.removesuffix(".png"), f"![{name}]({name})"))
     stamps = {}

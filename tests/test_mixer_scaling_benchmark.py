@@ -78,3 +78,26 @@ def test_budget_skips_larger_grids_and_the_cap_kills(tmp_path):
     text = mod.main(["--report", "--out", str(tmp_path)]) and \
         (tmp_path / "README.md").read_text()
     assert "| flare | killed | skipped | skipped |" in text
+
+
+def test_layouts_time_schwarz_subdomain_sizes_beside_flare(tmp_path):
+    """``--layouts``: Schwarz attention at every subdomain size and overlap on the grid nearest
+    ``--ratio-tokens``, FLARE beside it, its own JSON and a report section."""
+    mod = _load()
+    mod.main(["--quick", "--layouts", "--ratio-tokens", "256", "--out", str(tmp_path)])
+    points = _saved(tmp_path / f"{STUDY}_layouts.json")["points"]
+    for dim in (2, 3):
+        mine = [p for p in points if p["dim"] == dim]
+        assert all(p["status"] == "ok" and p["tokens"] == mine[0]["tokens"] for p in mine)
+        schwarz = [p for p in mine if p["mixer"] == "schwarz"]
+        assert {(p["subdomain_size"], p["overlap"]) for p in schwarz} == \
+            {(n, o) for n in mod.QUICK_LAYOUT_SIZES for o in mod.LAYOUT_OVERLAPS}
+        # a larger subdomain size asks for fewer subdomains; overlap only grows them
+        by = {(p["subdomain_size"], p["overlap"]): p["layout"] for p in schwarz}
+        sizes = sorted(mod.QUICK_LAYOUT_SIZES)
+        assert all(by[a, 0]["subdomains"] >= by[b, 0]["subdomains"]
+                   for a, b in zip(sizes, sizes[1:]))
+        assert all(by[n, 1]["max_subdomain"] > by[n, 0]["max_subdomain"] for n in sizes)
+        assert [p["mixer"] for p in mine if p["mixer"] != "schwarz"] == [mod.LAYOUT_AGAINST]
+    mod.main(["--quick", "--report", "--out", str(tmp_path)])
+    assert "layouts near 256 tokens against flare" in (tmp_path / "README.md").read_text()

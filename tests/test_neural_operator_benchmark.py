@@ -47,13 +47,17 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
             assert str(ROOT) not in json.dumps(r)
     for model in cfg["pilot"]:
         assert any(r["model"] == model and r["epochs"] == 2 * cfg["epochs"] for r in trained)
+    # the Schwarz model on other layouts: seed 0 at its best rate, the layout recorded
+    for variant, change in mod.layout_variants(cfg).items():
+        r = next(r for r in trained if r["model"] == variant)
+        assert r["seed"] == 0 and r["model_config"]["layout"] == {**cfg["layout"], **change}
     # equal parameters: the quick widths are coarse, the study's match within 10 %
     counts = [r["parameters"] for r in trained if r["model"] in mod.MIXERS
               and r["width"] == mod.matched_width(r["model"], cfg)]
     assert max(counts) <= 1.5 * min(counts)
     text = (out / "README.md").read_text()
     for head in ("Equal parameters", "Equal time per epoch", "authors' own networks",
-                 "Learning-rate sweep", "Flattening", "Resolution transfer"):
+                 "Learning-rate sweep", "Flattening", "Resolution transfer", "Schwarz layouts"):
         assert head in text
     assert (out / "curves.png").stat().st_size > 0 and (out / "sweep.png").stat().st_size > 0
 
