@@ -53,6 +53,9 @@ The steps, run by every worker in this order as far as what they need is done:
    at the model's best rate.
 6. ``transfer``: every seed's equal-parameter model evaluated on the 43² and 85² test sets
    without retraining.
+7. ``layouts`` (the grid's set): the Schwarz model on other layouts (:func:`layout_variants`),
+   seed 0 at its best rate; the report puts their errors beside the cost of the same layouts at
+   64k tokens (``mixer_scaling.py --layouts``).
 
 Each run writes ``runs/<run>.json`` (stamped; history of training loss and validation error
 per epoch) and its checkpoint every epoch (``checkpoints/``, not committed); a run that exists
