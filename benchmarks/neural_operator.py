@@ -683,8 +683,20 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                          bench.markdown_table(["model", "seeds",
                                                *(f"{g}{sup} test" for g in grids),
                                                *(f"{g}{sup} / {grids[0]}{sup}"
-                                                 for g in grids[1:])], tr)))
+                                                 for g in grids[1:])], tr)
+                         + (FNO_ODD_GRIDS if any(r[0] == "fno" for r in tr) else "")))
     return sections
+
+
+#: why FNO's transfer to grids of odd size is not FNO's (measured on neuraloperator 1.0.2)
+FNO_ODD_GRIDS = (
+    "\n\nFNO's row is not a measurement of FNO: `neuraloperator` 1.0.2 (and 2.0.0) undoes its "
+    "spectral layer's `fftshift` with `fftshift`, not `ifftshift` (fixed upstream in "
+    "neuraloperator pull request 688, in no release yet), which is the identity only on "
+    "even sizes. On an odd grid the kept modes come back one frequency off: one spectral layer "
+    "of a random FNO, fed cos(2πx) at 22 and 43 points, differs by 123 % on the shared points "
+    "(11 % between 21 and 41; `python benchmarks/fno_odd_grids.py`). The training grid 22 is even, so FNO's runs at 22 are sound; 43 "
+    "and 85 are odd.")
 
 
 def flattening(runs: dict, cfg: dict) -> tuple[str, str]:
