@@ -301,6 +301,13 @@ def warm_up(args) -> None:
             measure(point(args, name, dim, WARM_SIDE[dim]))
 
 
+def _run(args, p: dict) -> dict:
+    """The load average before point ``p`` and its :func:`run_point` record, under the
+    command's memory cap and wall-clock limit."""
+    return {"loadavg_before": os.getloadavg()[0],
+            **run_point(p, args.memory_cap_gib * 1024, args.timeout_s)}
+
+
 def sweep(args, save) -> list[dict]:
     """Every (dimension, grid, series) point, smaller grids first; ``save(points)`` after a
     point when the last save is a minute old (a stamp asks git)."""
@@ -314,8 +321,7 @@ def sweep(args, save) -> list[dict]:
                 if (name, dim) in stop:
                     rec.update(status="skipped: over budget", reason=stop[name, dim])
                 else:
-                    rec["loadavg_before"] = os.getloadavg()[0]
-                    rec.update(run_point(p, args.memory_cap_gib * 1024, args.timeout_s))
+                    rec.update(_run(args, p))
                     why = over_budget(rec, args.budget_s, args.memory_cap_gib * 1024)
                     if why:
                         stop[name, dim] = why
@@ -350,8 +356,7 @@ def layout_sweep(args, save) -> list[dict]:
     for p in layout_points(args):
         rec = {k: p[k] for k in ("series", "mixer", "dim", "side", "tokens", "options",
                                  "subdomain_size", "overlap")}
-        rec["loadavg_before"] = os.getloadavg()[0]
-        rec.update(run_point(p, args.memory_cap_gib * 1024, args.timeout_s))
+        rec.update(_run(args, p))
         points.append(rec)
         bench.show(line(rec))
         save(points)

@@ -119,16 +119,20 @@ CONFIG = {
 #: Schwarz partition by ``rcb`` on the nodes, Transolver in its point-cloud form, no FNO (it
 #: needs a grid); ``channels3d``, the high-contrast channels (contrast 1e4) on the unit cube
 #: (17³ solves sub-sampled to 9³ = 729 tokens for training, 17³ for the transfer).
+def _on_mesh(base: dict, data: dict) -> dict:
+    """``base`` on the mesh of ``data``: the Schwarz partition by ``rcb``, physics attention
+    and Transolver's network in their point-cloud form."""
+    net = base["networks"]["transolver-net"]
+    return {**base, "data": data,
+            "mixers": {**base["mixers"], "physics": {**base["mixers"]["physics"], "form": "points"}},
+            "layout": {**base["layout"], "partitioner": "rcb"},
+            "networks": {**base["networks"], "transolver-net": {**net, "form": "points"}}}
+
+
 SETS = {
     "darcy": CONFIG,
-    "mesh": {**CONFIG,
-             "data": {"family": "darcy-mesh", "dim": 2, "h": 1 / 24, "jitter": 0.3,
-                      "transfer": [], "train": 1000, "validation": 100, "test": 200},
-             "mixers": {**CONFIG["mixers"], "physics": {"slices": 64, "form": "points"}},
-             "layout": {**CONFIG["layout"], "partitioner": "rcb"},
-             "networks": {**CONFIG["networks"],
-                          "transolver-net": {**CONFIG["networks"]["transolver-net"],
-                                             "form": "points"}}},
+    "mesh": _on_mesh(CONFIG, {"family": "darcy-mesh", "dim": 2, "h": 1 / 24, "jitter": 0.3,
+                              "transfer": [], "train": 1000, "validation": 100, "test": 200}),
     "channels3d": {**CONFIG,
                    "data": {"family": "channels", "dim": 3, "fine": 17, "grid": 9,
                             "transfer": [17], "contrast": 1e4, "train": 1000,
@@ -150,13 +154,8 @@ QUICK = {**CONFIG,
          "widths": [8, 16], "timing_steps": 2}
 QUICK_SETS = {
     "darcy": QUICK,
-    "mesh": {**QUICK,
-             "data": {**SETS["mesh"]["data"], "h": 0.1, "train": 12, "validation": 4, "test": 8},
-             "mixers": {**QUICK["mixers"], "physics": {"slices": 8, "form": "points"}},
-             "layout": {**QUICK["layout"], "partitioner": "rcb"},
-             "networks": {**QUICK["networks"],
-                          "transolver-net": {**QUICK["networks"]["transolver-net"],
-                                             "form": "points"}}},
+    "mesh": _on_mesh(QUICK, {**SETS["mesh"]["data"], "h": 0.1, "train": 12, "validation": 4,
+                             "test": 8}),
     "channels3d": {**QUICK,
                    "data": {**SETS["channels3d"]["data"], "fine": 9, "grid": 5, "transfer": [9],
                             "train": 12, "validation": 4, "test": 8},
@@ -180,6 +179,11 @@ TITLES = {"darcy": "Darcy", "mesh": "Darcy on an unstructured mesh",
           "channels3d": "3D high-contrast channels"}
 
 
+def _power(cfg: dict) -> str:
+    """The superscript that names a grid of the set (22², 9³)."""
+    return "²" if cfg["data"]["dim"] == 2 else "³"
+
+
 def config_of(args) -> dict:
     """The configuration of the set ``args.set`` (its quick form with ``--quick``)."""
     return (QUICK_SETS if args.quick else SETS)[args.set]
@@ -196,9 +200,10 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
     """A model of the study by name at ``width`` (default: its equal-parameter width)."""
     if model in NETWORK_MODELS:
         return build_network({**cfg["networks"][model], "dim": cfg["data"]["dim"]})
-    if model in layout_variants(cfg):
+    variant = layout_variants(cfg).get(model)
+    if variant is not None:
         return _backbone("schwarz", cfg, width or matched_width("schwarz", cfg),
-                         {**cfg["layout"], **layout_variants(cfg)[model]})
+                         {**cfg["layout"], **variant})
     if width is None:
         width = matched_width(model, cfg)
     if model == "fno":
@@ -380,7 +385,7 @@ def transfer(args, cfg: dict, source: dict) -> dict:
               "seed": source["seed"], "width": source["width"], "test_error": errors,
               "config": cfg, "device": str(args.device)}
     bench.write(args, result, f"runs/{name}")
-    sup = "²" if cfg["data"]["dim"] == 2 else "³"
+    sup = _power(cfg)
     bench.show(f"{name}: " + ", ".join(f"{g}{sup}: {e:.4g}" for g, e in errors.items()))
     return result
 
@@ -670,7 +675,7 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                      bench.markdown_table(["model", "rate: validation", "best"], sweep_rows)))
     sections.append(flattening(runs, cfg))
     grids = [str(cfg["data"].get("grid")), *map(str, cfg["data"]["transfer"])]
-    sup = "²" if cfg["data"]["dim"] == 2 else "³"
+    sup = _power(cfg)
     tr = []
     for m in s if cfg["data"]["transfer"] else []:
         rs = s[m]["transfer"]
