@@ -700,7 +700,7 @@ FNO_ODD_GRIDS = (
     "neuraloperator pull request 688, in no release yet), which is the identity only on "
     "even sizes. On an odd grid the kept modes come back one frequency off: one spectral layer "
     "of a random FNO, fed cos(2πx) at 22 and 43 points, differs by 123 % on the shared points "
-    "(11 % between 21 and 41; `python benchmarks/fno_odd_grids.py`). The training grid 22 is even, so FNO's runs at 22 are sound; 43 "
+    "(11 % between 21 and 41; `benchmarks/results/fno_odd_grids/`). The training grid 22 is even, so FNO's runs at 22 are sound; 43 "
     "and 85 are odd.")
 
 
