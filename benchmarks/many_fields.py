@@ -6,7 +6,9 @@ r"""The learned coarse space on coefficient fields it never saw, against hats, s
 
 A run writes ``DIR/<STEM>.json`` (default stem ``many_fields``; the committed variants:
 ``many_fields_ablation``, ``many_fields_starts``, ``many_fields_trained255`` with ``--model``
-the 255² model beside them, ``many_fields_steps`` with ``--steps-curve``) and its plots.
+the 255² model beside them, ``many_fields_steps`` with ``--steps-curve``,
+``many_fields_attention`` with ``--k 4``: the Schwarz-attention coarse space against the
+classical ones at its k) and its plots.
 ``--report`` prints each file's condensed table (a ``--steps-curve`` file: iterations against
 refinement steps, with the hats and spectral k = 8 of the first fields file on the same
 fields), the first fields file's learned iterations over each other's on the fields they share,
@@ -19,8 +21,10 @@ at 511² (N = 256), so the local resolution (about 32² per subdomain) is the tr
 the constant coefficient (Poisson). Matrix in the natural ordering, PETSc's default rows,
 coordinates attached (for the hats). Methods (``ddlearn.pc.TwoLevelSchwarzPC`` on box
 subdomains, overlap 1, exact local solves; CG to rtol 1e-8 from a random right-hand side): the
-Q1 ``hats``; ``spectral`` and ``learned`` with k vectors per subdomain, each alone and with the
-hats; PETSc's GAMG with its defaults (``gamg``) and tuned (``gamg-tuned``: threshold 0.01,
+Q1 ``hats``; ``gdsw`` and ``rgdsw``; ``spectral`` and ``learned`` at their defaults and with
+k vectors per subdomain, each alone and with the hats; ``schwarz attention k=K`` (the shipped
+Schwarz-attention model of the dimension, or ``--attention-model``; left out where there is
+none); PETSc's GAMG with its defaults (``gamg``) and tuned (``gamg-tuned``: threshold 0.01,
 ``METHODS["gamg-tuned"]`` of :mod:`ddlearn.harness.methods`). On ``--curve-fields`` channels fields: iterations against k for spectral
 and learned. Times: slowest rank, set-up split (partition, coarse basis, local factorisations,
 coarse matrix; the learned basis split into factorisation + features, forward pass,
@@ -47,6 +51,8 @@ from ddlearn.learned.coarse.learned import Learned  # noqa: E402
 from ddlearn.decomposition.problems import family_problem_name, make_problem  # noqa: E402
 from ddlearn.learned.coarse.learned import PRETRAINED_BY_DIM  # noqa: E402
 from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
+from ddlearn.learned.coarse.schwarz_attention import (PRETRAINED_ATTENTION,  # noqa: E402
+                                                      SchwarzAttentionCoarse)
 from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.report import plt, save_figure  # noqa: E402
 from ddlearn.harness.systems import natural_matrix, pc_solves  # noqa: E402
@@ -68,10 +74,19 @@ def ablation_name(start: str, k: int) -> str:
     return f"learned k={k} start={start}, no check"
 
 
-def methods(k: int, model: str | None) -> dict:
+def attention_name(path: str) -> str:
+    """The method name of a Schwarz-attention model: its ``k`` from the record."""
+    with open(path + ".json") as f:
+        return f"schwarz attention k={json.load(f)['train_config']['k']}"
+
+
+def methods(k: int, model: str | None, attention: str | None = None) -> dict:
     """Every method by name (instances persist over the fields of a run: the warm and
-    ``previous`` variants start from the last field's vectors of the same subdomain)."""
-    out = {"hats": dict(coarse_space="hats"),
+    ``previous`` variants start from the last field's vectors of the same subdomain);
+    ``attention``: a Schwarz-attention model (its method left out without one)."""
+    out = {"hats": dict(coarse_space="hats"), "gdsw": dict(coarse_space="gdsw"),
+           "rgdsw": dict(coarse_space="rgdsw"),
+           "spectral": dict(coarse_space="spectral"), "learned": dict(coarse_space="learned"),
            f"spectral k={k}": dict(coarse_space=Spectral(k)),
            f"spectral k={k} warm": dict(coarse_space=Spectral(k, warm_start=True)),
            f"spectral tau={TAU}": dict(coarse_space=Spectral(k, TAU)),
@@ -88,6 +103,8 @@ def methods(k: int, model: str | None) -> dict:
     for start in ABLATION:
         out[ablation_name(start, k)] = dict(coarse_space=Learned(model, nev=k, start=start,
                                                                  tol=1e300))
+    if attention is not None:
+        out[attention_name(attention)] = dict(coarse_space=SchwarzAttentionCoarse(attention))
     return out
 
 
@@ -108,12 +125,13 @@ def solve_field(problem, N: int, configs: dict) -> list[dict]:
     rows = []
     for name, config in configs.items():
         r = pc_solves(A, [b], N, config)
-        if r["learned"] and r["learned"].get("model"):
-            r["learned"] = {**r["learned"], "model": bench.relative(r["learned"]["model"])}
+        for key in ("learned", "schwarz_attention"):
+            if r[key] and r[key].get("model"):
+                r[key] = {**r[key], "model": bench.relative(r[key]["model"])}
         rows.append({"method": name, "iterations": r["iterations"][0], "setup_s": r["setup_s"],
                      "solve_s": r["solve_s"], "total_s": r["setup_s"] + r["solve_s"],
                      "split": r["split"], "n0": r["n0"], "learned": r["learned"],
-                     "spectral": r["spectral"]})
+                     "spectral": r["spectral"], "attention": r["schwarz_attention"]})
     A.destroy(), b.destroy()
     return rows
 
@@ -123,6 +141,8 @@ def main(argv: list[str] | None = None):
                       "63² (2 fields), 127² (1 field) and 24³ (1 field), k = 8 only")
     ap.add_argument("--model", help="learned coarse-space model (default: the one shipped for "
                     "the dimension)")
+    ap.add_argument("--attention-model", help="Schwarz-attention coarse-space model (default: "
+                    "the one shipped for each dimension; its method is left out where none is)")
     ap.add_argument("--fields", type=int, default=20, help="fields per family at 255²")
     ap.add_argument("--large-fields", type=int, default=5, help="fields per family at 511²")
     ap.add_argument("--fields-3d", type=int, default=0, help="fields per family at 48³ (N = 64)")
@@ -148,12 +168,18 @@ def main(argv: list[str] | None = None):
         if os.path.exists(path + ".json"):
             with open(path + ".json") as f:
                 records[dim] = json.load(f)
-    configs = methods(args.k, args.model)
+    attention = {dim: path for dim, path in PRETRAINED_ATTENTION.items()
+                 if os.path.exists(path + ".json")}
+    if args.attention_model:
+        with open(args.attention_model + ".json") as f:
+            attention[json.load(f)["train_config"]["dim"]] = args.attention_model
+    by_dim = {dim: methods(args.k, args.model, attention.get(dim)) for dim in (2, 3)}
     if args.methods:
-        unknown = set(args.methods) - set(configs)
+        known = {m for c in by_dim.values() for m in c}
+        unknown = set(args.methods) - known
         if unknown:
-            ap.error(f"unknown methods {sorted(unknown)}; choose from {list(configs)}")
-        configs = {m: configs[m] for m in args.methods}
+            ap.error(f"unknown methods {sorted(unknown)}; choose from {sorted(known)}")
+        by_dim = {dim: {m: c[m] for m in args.methods if m in c} for dim, c in by_dim.items()}
     rows = []
     for n, count in sizes:
         if count == 0:
@@ -163,7 +189,7 @@ def main(argv: list[str] | None = None):
         jobs.append(("poisson", 0))
         for family, seed in jobs:
             problem = field(family, n, seed, args.contrast)
-            for r in solve_field(problem, N, configs):
+            for r in solve_field(problem, N, by_dim[DIM_OF[n]]):
                 rows.append({"family": family, "seed": seed, "n": n, "dim": DIM_OF[n], "N": N,
                              **r})
                 PETSc.Sys.Print(f"{size_label(n)} {family} {seed}: {r['method']:18s} its {r['iterations']:4d}"
@@ -180,6 +206,8 @@ def main(argv: list[str] | None = None):
     data = {"ranks": COMM.Get_size(), "cores": os.cpu_count(), "contrast": args.contrast,
             "k": args.k, "model": os.path.basename(models[2]),
             "models": {str(dim): bench.relative(path) for dim, path in models.items()},
+            "attention_models": {str(dim): bench.relative(path)
+                                 for dim, path in attention.items()},
             "training": {key: records.get(2, {}).get(key) for key in
                          ("data_s", "train_s", "ranks", "fields", "samples", "train_config")},
             "training_by_dim": {str(dim): {key: rec.get(key) for key in
@@ -311,6 +339,9 @@ def table(data) -> dict:
             "solve_s": float(np.mean([r["solve_s"] for r in rs])),
             "total_s": float(np.mean([r["total_s"] for r in rs])),
             "n0": int(np.mean([r["n0"] for r in rs]))}
+        attention = [r["attention"] for r in rs if r.get("attention")]
+        if attention:
+            summary[key]["forward_s"] = float(np.mean([m["forward_s"] for m in attention]))
         learned = [r["learned"] for r in rs if r.get("learned")]
         if learned:
             for part in ("factor_s", "forward_s", "refine_s", "check_s", "more_steps",
@@ -396,6 +427,25 @@ def ablation(data) -> str:
     return "\n".join(lines)
 
 
+def attention_table(s: dict, name: str) -> str:
+    """The Schwarz-attention coarse space against spectral at the same ``k`` (equal coarse
+    dimension) and the hats: ratios of the means over the same fields."""
+    k = name.rsplit("=", 1)[1]
+    lines = [f"{name} against spectral k={k} (the same coarse dimension) and the hats, ratios of "
+             "the means; forward: the network's share of the set-up:", "",
+             f"| n | family | fields | its | its / spectral k={k} | its / hats | set-up / "
+             "spectral | total / spectral | forward s | set-up s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, family in sorted({(key[0], key[1]) for key in s if key[2] == name}):
+        a, b, h = (s.get((n, family, m)) for m in (name, f"spectral k={k}", "hats"))
+        ratio = lambda x, y, key: f"{x[key] / y[key]:.2f}" if x and y else ""  # noqa: E731
+        lines.append(f"| {size_label(n)} | {family} | {a['fields']} | {a['mean_its']:.1f} | "
+                     f"{ratio(a, b, 'mean_its')} | {ratio(a, h, 'mean_its')} | "
+                     f"{ratio(a, b, 'setup_s')} | {ratio(a, b, 'total_s')} | "
+                     f"{a.get('forward_s', 0):.2f} | {a['setup_s']:.2f} |")
+    return "\n".join(lines)
+
+
 def report(data) -> str:
     s = table(data)
     k = data["k"]
@@ -410,6 +460,9 @@ def report(data) -> str:
                      f"{v['mean_its']:.1f} | {v['max_its']} | {v['setup_s']:.2f} | "
                      f"{v['basis_s']:.2f} | {v['local_s']:.2f} | {v['coarse_s']:.2f} | "
                      f"{v['solve_s']:.2f} | {v['total_s']:.2f} |")
+    attention = sorted({key[2] for key in s if key[2].startswith("schwarz attention")})
+    if attention:
+        lines += ["", attention_table(s, attention[0])]
     if not any("learned" in key[2] for key in s):
         return "\n".join(lines)  # a run of classical methods or GAMG only
     lines += ["", "Learned against the classical methods (same fields, same run; ratios of the "

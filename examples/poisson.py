@@ -24,9 +24,10 @@ are PETSc options:
                        seed: never used to train the shipped model)
   -methods LIST        comma list of none,jacobi,asm,twolevel,nicolaides,gdsw,mg-gdsw,
                        spectral,gamg,gamg-tuned,gamg-sor,attention,attention-coarse,learned,
-                       learned_insitu (default: none,jacobi,asm,twolevel,spectral,gamg,
-                       gamg-tuned,mg-gdsw,attention,attention-coarse,learned on Poisson;
-                       asm,twolevel,spectral,learned,gamg,gamg-tuned,mg-gdsw on the coefficient
+                       schwarz_attention,learned_insitu (default: none,jacobi,asm,twolevel,
+                       spectral,gamg,gamg-tuned,mg-gdsw,attention,attention-coarse,learned,
+                       schwarz_attention on Poisson; asm,twolevel,spectral,learned,
+                       schwarz_attention,gamg,gamg-tuned,mg-gdsw on the coefficient
                        fields); method M's KSP has the options prefix M_ (hyphens as
                        underscores: -gamg_tuned_ksp_monitor)
                        gamg: PETSc's GAMG with its defaults; gamg-tuned: threshold 0.01;
@@ -35,7 +36,10 @@ are PETSc options:
                        twolevel: classical two-level Schwarz with the -coarse_space below;
                        nicolaides, gdsw, spectral, learned: ddlearn.pc.TwoLevelSchwarzPC with
                        that coarse space on the same N and overlap (learned: the pretrained
-                       learned coarse space, no training); mg-gdsw: PETSc's PCMG + GDSW (one
+                       learned coarse space, no training); schwarz_attention: the pretrained
+                       Schwarz-attention coarse space (one forward pass, no eigensolve, no
+                       training; attention is the paper's operator trained for this very
+                       matrix, which cannot precondition alone); mg-gdsw: PETSc's PCMG + GDSW (one
                        coarse subdomain per rank, the same ASM blocks as twolevel)
   -spectral_nev K -spectral_threshold TAU -spectral_with_hats -spectral_eigensolver {slepc,scipy}
                        the spectral coarse space (defaults 8, 0 = keep all K, off, slepc)
@@ -89,8 +93,8 @@ from ddlearn.learned.coarse.local_training import SEEDS  # noqa: E402
 from ddlearn.decomposition.atomic import atomic_write_json  # noqa: E402
 from ddlearn.harness import bench  # noqa: E402
 from ddlearn.harness.learned import LearnedSettings  # noqa: E402
-from ddlearn.harness.methods import (CONTRAST_METHODS, DEFAULT_METHODS, Case, parse_methods,  # noqa: E402
-                             run_methods)
+from ddlearn.harness.methods import (Case, default_methods, parse_methods,  # noqa: E402
+                                     run_methods)
 from ddlearn.harness.report import format_table, plot_histories  # noqa: E402
 
 #: -n and -overlap when not given, by the problem's dimension (``QUICK_N`` with -quick)
@@ -174,8 +178,7 @@ def compare(cfg: dict, name: str) -> dict:
     dim = problem_dim(name)
     sizes = QUICK_N if cfg["quick"] else DEFAULT_N
     problem = make_problem(name, sizes[dim] if cfg["n"] is None else cfg["n"], **kwargs)
-    methods = cfg["methods"] or list(DEFAULT_METHODS if name.startswith("poisson")
-                                     else CONTRAST_METHODS)
+    methods = cfg["methods"] or default_methods(name, dim)
     overlap = DEFAULT_OVERLAP[dim] if cfg["overlap"] is None else cfg["overlap"]
     case = Case.build(problem, cfg["subdomains"], overlap, cfg["coarse_space"], comm)
     case.spectral = cfg["spectral"]

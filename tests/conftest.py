@@ -186,6 +186,16 @@ def two_level_ksp(A, space, subdomains: int) -> PETSc.KSP:
     return ksp
 
 
+def gathered_sets(ctx):
+    """Every subdomain's ``(I_i, D_i)`` of a set-up ddlearn PC, in subdomain order, on every
+    rank: ``(sets, weights)``."""
+    s = ctx.subdomains
+    found = sum(MPI.COMM_WORLD.allgather([(int(i), I, D) for i, I, D in
+                                          zip(s.ids, s.overlapping, s.weights)]), [])
+    found.sort(key=lambda t: t[0])
+    return [t[1] for t in found], [t[2] for t in found]
+
+
 def gathered_csr(A) -> sp.csr_matrix:
     """A distributed PETSc matrix as one scipy matrix on every rank (collective)."""
     parts = MPI.COMM_WORLD.allgather(A.getValuesCSR())

@@ -13,6 +13,7 @@ import pytest
 from petsc4py import PETSc
 
 from conftest import ROOT, load_script
+from ddlearn.learned.coarse.schwarz_attention import PRETRAINED_ATTENTION
 from ddlearn.harness import bench, report
 from ddlearn.harness.study import Rows
 
@@ -151,6 +152,25 @@ def test_many_fields_quick(tmp_path):
               "--name", "many_fields_gamg"])
     text = _readme(mod, tmp_path, "many_fields")
     assert "many_fields_gamg:" in text and "## many_fields_gamg.json" in text
+
+
+def test_many_fields_attention_quick(tmp_path):
+    """The Schwarz-attention coarse space in the unseen-fields study: the same coarse dimension
+    as spectral at its k, its forward pass timed, its table in the report; left out in 3D,
+    where no model is shipped."""
+    mod = _load("many_fields")
+    name = mod.attention_name(PRETRAINED_ATTENTION[2])
+    data = mod.main(["--quick", "--k", "4", "--out", str(tmp_path), "--name",
+                     "many_fields_attention", "--methods", "hats", "spectral k=4", name])
+    rows = [r for r in data["rows"] if r["method"] == name]
+    assert {r["dim"] for r in rows} == {2} and len(rows) == 7 + 4  # 63²: 2 fields, 127²: 1
+    assert all(r["iterations"] > 0 and r["attention"]["forward_s"] > 0 for r in rows)
+    spectral = {(r["n"], r["family"], r["seed"]): r["n0"] for r in data["rows"]
+                if r["method"] == "spectral k=4"}
+    # k vectors per subdomain, one where the network's fell back to the constant
+    assert all(r["n0"] == spectral[r["n"], r["family"], r["seed"]] - 3 * r["attention"]["fallback"]
+               for r in rows)
+    assert f"{name} against spectral k=4" in mod.report(data)
 
 
 def test_scaling_quick(tmp_path):

@@ -6,23 +6,14 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
-                      raised_everywhere, solve_with_pc_options)
+from conftest import (apply_gathered, client_matrix, gathered_csr, gathered_sets,
+                      pc_from_options, raised_everywhere, solve_with_pc_options)
 from ddlearn.classical import reference
 from ddlearn.classical.coarse.interface import coefficient_pieces, interface_components
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
 PC = "TwoLevelSchwarzPC"
-
-
-def _gathered_sets(ctx):
-    """Every subdomain's (I_i, D_i) in subdomain order, on every rank."""
-    s = ctx.subdomains
-    sets = sum(COMM.allgather([(int(i), I, D) for i, I, D in zip(s.ids, s.overlapping,
-                                                                 s.weights)]), [])
-    sets.sort(key=lambda t: t[0])
-    return [t[1] for t in sets], [t[2] for t in sets]
 
 
 def _reference(As, sets, Phi):
@@ -38,7 +29,7 @@ def test_spectral_equals_dense_reference(eigensolver):
                          spectral_nev=nev, spectral_eigensolver=eigensolver,
                          spectral_pencil="neumann")
     ctx = pc.getPythonContext()
-    sets, weights = _gathered_sets(ctx)
+    sets, weights = gathered_sets(ctx)
     As = gathered_csr(A)
     Phi = reference.spectral_basis(As, sets, weights, nev)
     assert ctx.Phi.getSize() == Phi.shape
@@ -117,7 +108,7 @@ def test_gdsw_family_properties_on_any_rank_count(family):
     A = client_matrix(n, 1e4)
     pc = pc_from_options(A, f"gd{family}_", pc=PC, subdomains=N, coarse_space=family)
     ctx = pc.getPythonContext()
-    sets, _ = _gathered_sets(ctx)
+    sets, _ = gathered_sets(ctx)
     As = gathered_csr(A)
     Phi = gathered_csr(ctx.Phi)
     part = COMM.bcast(ctx.subdomains.gather_part(), root=0)

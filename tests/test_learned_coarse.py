@@ -15,8 +15,8 @@ import scipy.sparse.linalg as spla
 import torch
 from mpi4py import MPI
 
-from conftest import (apply_gathered, client_matrix, gathered_csr, pc_from_options,
-                      raised_everywhere, solve_with_pc_options)
+from conftest import (apply_gathered, client_matrix, gathered_csr, gathered_sets,
+                      pc_from_options, raised_everywhere, solve_with_pc_options)
 from ddlearn.classical import reference
 from ddlearn.classical.reference import neumann_matrix
 from ddlearn.classical.coarse.spectral import SpectralSettings, local_eigenvectors
@@ -285,19 +285,15 @@ def test_distributed_equals_serial_construction(tmp_path_factory, hats):
                          coarse_space="hats+learned" if hats else "learned",
                          learned_model=path, learned_nev=k, learned_steps=1, learned_tol=1e300)
     ctx = pc.getPythonContext()
-    s = ctx.subdomains
-    sets = sum(COMM.allgather([(int(i), I, D) for i, I, D in zip(s.ids, s.overlapping,
-                                                                 s.weights)]), [])
-    sets.sort(key=lambda t: t[0])
+    sets, weights = gathered_sets(ctx)
     As = gathered_csr(A)
     # serial: all subdomains in one batch on one process, natural numbering
     model, _, _ = load_model(path)
-    Phi = serial_basis(As, [t[1] for t in sets], [t[2] for t in sets], model, k, 1,
-                       [As[t[1]][:, t[1]] for t in sets]).toarray()
+    Phi = serial_basis(As, sets, weights, model, k, 1, [As[I][:, I] for I in sets]).toarray()
     if hats:
         Phi = np.hstack([gathered_csr(ctx.Phi).toarray()[:, :ctx.meta['hats']['n0']], Phi])
     assert ctx.Phi.getSize() == Phi.shape
-    dec = type("dec", (), {"subdomains": [t[1] for t in sets], "owned": [t[1] for t in sets]})()
+    dec = type("dec", (), {"subdomains": sets, "owned": sets})()
     ref = reference.two_level(As, dec, sp.csr_matrix(Phi))
     x = np.random.default_rng(4).standard_normal(n * n)
     y, y_ref = apply_gathered(pc, A, x), ref @ x

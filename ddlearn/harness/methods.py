@@ -15,6 +15,8 @@ extra.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,7 +35,7 @@ from ddlearn.pc import TwoLevelSchwarzPC, set_coordinates
 from ddlearn.pc.registry import load
 
 __all__ = ["Case", "Method", "METHODS", "MAIN_JOB", "LEARNED", "DEFAULT_METHODS",
-           "CONTRAST_METHODS", "run_methods", "parse_methods", "prefix", "set_defaults"]
+           "CONTRAST_METHODS", "default_methods", "run_methods", "parse_methods", "prefix", "set_defaults"]
 
 
 def set_defaults(prefix: str | None, defaults: dict) -> None:
@@ -110,8 +112,9 @@ def _mg_gdsw(pc, case):
 
 def _ddlearn(coarse):
     """ddlearn's options-driven PC on the case's matrix, with N and overlap of the case (box
-    subdomains from the coordinates, overlap by graph layers). ``learned`` is the pretrained
-    learned coarse space shipped with ddlearn (no training); ``spectral`` the case's."""
+    subdomains from the coordinates, overlap by graph layers). ``learned`` and
+    ``schwarz_attention`` are the pretrained learned coarse spaces shipped with ddlearn (no
+    training); ``spectral`` the case's."""
     def configure(pc, case):
         pc.setType(PETSc.PC.Type.PYTHON)
         pc.setPythonContext(TwoLevelSchwarzPC(
@@ -195,6 +198,7 @@ METHODS = {
     "cholesky": Method({"ksp_type": "preonly", "pc_type": "cholesky",
                         "pc_factor_mat_ordering_type": "nd"}, one_rank=True),
     "learned": Method(configure=_ddlearn("learned")),
+    "schwarz_attention": Method(configure=_ddlearn("schwarz_attention")),
     "attention": Method(configure=f"{_LEARNED}:configure_attention",
                         learned=f"{_LEARNED}:attention_operator"),
     "attention-coarse": Method(configure=f"{_LEARNED}:configure_attention_coarse",
@@ -207,10 +211,22 @@ MAIN_JOB = tuple(name for name, m in METHODS.items() if not m.one_rank)
 LEARNED = tuple(name for name, m in METHODS.items() if m.learned)
 #: the example's default comparison
 DEFAULT_METHODS = ("none", "jacobi", "asm", "twolevel", "spectral", "gamg", "gamg-tuned",
-                   "mg-gdsw", "attention", "attention-coarse", "learned")
+                   "mg-gdsw", "attention", "attention-coarse", "learned", "schwarz_attention")
 #: ... on high-contrast coefficient fields (no unpreconditioned or Jacobi CG: thousands of
 #: iterations that say nothing new)
-CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "gamg", "gamg-tuned", "mg-gdsw")
+CONTRAST_METHODS = ("asm", "twolevel", "spectral", "learned", "schwarz_attention", "gamg",
+                    "gamg-tuned", "mg-gdsw")
+
+
+def default_methods(problem: str, dim: int) -> list[str]:
+    """The main job's methods for ``problem`` (:data:`DEFAULT_METHODS` on Poisson,
+    :data:`CONTRAST_METHODS` on the coefficient fields), less ``schwarz_attention`` where no
+    model is shipped for dimension ``dim`` (only 2D is)."""
+    from ddlearn.learned.coarse.schwarz_attention import PRETRAINED_ATTENTION
+
+    names = DEFAULT_METHODS if problem.startswith("poisson") else CONTRAST_METHODS
+    return [m for m in names if m != "schwarz_attention"
+            or os.path.exists(PRETRAINED_ATTENTION.get(dim, ""))]
 
 
 def prefix(name: str) -> str:

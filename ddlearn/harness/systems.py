@@ -112,7 +112,8 @@ def pc_solves(A: PETSc.Mat, b: list, N: int, config: dict | str | None) -> dict:
     defaults, ``"gamg-tuned"``: threshold 0.01; ``None`` is ``"gamg"``; its options under the
     prefix ``reference_<name>_``, where the command line's win; N unused), and solve every right-hand side of ``b``:
     iterations (-1: not converged), the worst true relative residual, set-up and mean solve
-    seconds (slowest rank), the PC's set-up split, n_0 and the coarse space's summary."""
+    seconds (slowest rank), the PC's set-up split, n_0 and the learned or spectral coarse space's
+    summary."""
     comm = A.getComm().tompi4py()
     ksp = PETSc.KSP().create(comm=A.getComm())
     ksp.setOperators(A)
@@ -151,6 +152,7 @@ def pc_solves(A: PETSc.Mat, b: list, N: int, config: dict | str | None) -> dict:
            "split": dict(ctx.timing) if ctx else {},
            "n0": ctx.Phi.getSize()[1] if ctx is not None and ctx.Phi is not None else 0,
            "spectral": ctx.meta.get("spectral") if ctx else None,
-           "learned": ctx.meta.get("learned") if ctx else None}
+           "learned": ctx.meta.get("learned") if ctx else None,
+           "schwarz_attention": ctx.meta.get("schwarz_attention") if ctx else None}
     ksp.destroy(), pc.destroy(), x.destroy()
     return out

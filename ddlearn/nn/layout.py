@@ -67,6 +67,16 @@ def token_graph(coords: np.ndarray) -> sp.csr_matrix:
     return G.tocsr()
 
 
+def _cached(fp: str, make) -> "TokenLayout":
+    """The cached layout of fingerprint ``fp``, else ``make()`` cached."""
+    if fp not in _CACHE:
+        _CACHE[fp] = make()
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    _CACHE.move_to_end(fp)
+    return _CACHE[fp]
+
+
 def _fingerprint(*arrays) -> str:
     h = hashlib.sha256()
     for a in arrays:
@@ -168,10 +178,14 @@ class TokenLayout(DecompositionRecord):
                                                               graph.tocsr().indices)
         fp = _fingerprint(coords, np.frombuffer(repr(sorted(settings.items())).encode()
                                                 + graph_key.encode(), dtype=np.uint8))
-        if fp in _CACHE:
-            _CACHE.move_to_end(fp)
-            return _CACHE[fp]
-        G = token_graph(coords) if graph is None else sp.csr_matrix(graph, dtype=np.float64)
+        return _cached(fp, lambda: cls._of_points(coords, G=graph, N=N, overlap=int(overlap),
+                                                  partitioner=partitioner, coarse=coarse,
+                                                  dim=dim, settings=settings, fp=fp))
+
+    @classmethod
+    def _of_points(cls, coords, G, N, overlap, partitioner, coarse, dim, settings, fp):
+        T = coords.shape[0]
+        G = token_graph(coords) if G is None else sp.csr_matrix(G, dtype=np.float64)
         found = partition_points(partitioner, coords, G, N)
         part, hats = found.part, found.boxes
         empty = np.flatnonzero(np.bincount(part, minlength=N) == 0)
@@ -179,7 +193,7 @@ class TokenLayout(DecompositionRecord):
             raise ValueError(f"the {partitioner} partition of {T} tokens into {N} parts left "
                              f"{len(empty)} part(s) empty (e.g. {empty[:5].tolist()}): use fewer "
                              f"subdomains or another partitioner")
-        S = grow_overlap(G, part, N, int(overlap)).tocsc()  # (T, N) incidence of the I_i
+        S = grow_overlap(G, part, N, overlap).tocsc()  # (T, N) incidence of the I_i
         m = np.asarray(S.sum(axis=1)).ravel()
         sets = np.split(S.indices, S.indptr[1:-1])
         # an empty basis (hats with one box along an axis) leaves the completing column alone
@@ -188,12 +202,37 @@ class TokenLayout(DecompositionRecord):
         if (rest > 1e-14).any():  # complete to a partition of unity (pooling by weighted means)
             Phi = sp.hstack([Phi, sp.csr_matrix(np.where(rest > 1e-14, rest, 0.0)[:, None])]
                             ).tocsr()
-        layout = cls(**cls.fields(sets, m, part, Phi), dim=dim, settings=settings,
-                     fingerprint=fp)
-        _CACHE[fp] = layout
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-        return layout
+        return cls(**cls.fields(sets, m, part, Phi), dim=dim, settings=settings, fingerprint=fp)
+
+    @classmethod
+    def of_sets(cls, sets, part, dim: int = 0) -> "TokenLayout":
+        r"""The layout of a decomposition made elsewhere (a PC's subdomains): the overlapping
+        index sets :math:`I_i` (``sets``, arrays of token numbers) and the non-overlapping part
+        of every token (``part``, shape ``(T,)``), with the Nicolaides coarse basis; cached by
+        the sets.
+
+        Raises
+        ------
+        ValueError
+            When a token lies in no set, or a part number has no set.
+        """
+        part = np.asarray(part, dtype=np.int64)
+        sets = [np.asarray(I, dtype=np.int64) for I in sets]
+        T, N = len(part), len(sets)
+        if part.size and (part.min() < 0 or part.max() >= N):
+            raise ValueError(f"part numbers must lie in 0..{N - 1} (one per set), got "
+                             f"{part.min()}..{part.max()}")
+        m = np.bincount(np.concatenate(sets), minlength=T) if sets else np.zeros(T, np.int64)
+        if (m == 0).any():
+            raise ValueError(f"{int((m == 0).sum())} token(s) lie in no set (e.g. "
+                             f"{np.flatnonzero(m == 0)[:5].tolist()}): the sets must cover "
+                             f"every token")
+        settings = {"subdomains": N, "overlap": None, "partitioner": "given",
+                    "coarse": "nicolaides"}
+        fp = _fingerprint(part, *sets)
+        return _cached(fp, lambda: cls(**cls.fields(
+            sets, m, part, COARSE_BASES["nicolaides"](BasisInput(T, sets, m, None))),
+            dim=int(dim), settings=settings, fingerprint=fp))
 
     def check_tokens(self, x: torch.Tensor, who: str) -> None:
         """Raise a clear error when ``x`` (``[batch, tokens, channels]``) does not fit."""

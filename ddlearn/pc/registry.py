@@ -5,8 +5,8 @@ own), a learned one here.
 
 A family is registered as ``"module:Class"`` and a learned family's module is imported the
 first time the family is asked for (:func:`coarse_space_class`, through :func:`load`), so
-importing :mod:`ddlearn.pc` and running a classical family never imports torch: only ``learned``
-and ``learned_insitu`` load :mod:`ddlearn.learned` (the ``learned`` extra).
+importing :mod:`ddlearn.pc` and running a classical family never imports torch: only ``learned``,
+``learned_insitu`` and ``schwarz_attention`` load :mod:`ddlearn.learned` (the ``learned`` extra).
 :data:`COARSE_SPACE_NAMES` lists the families without importing a learned one (for messages and
 docs).
 
@@ -27,6 +27,7 @@ COARSE_SPACES: dict[str, str] = {
     **{name: f"{c.__module__}:{c.__qualname__}" for name, c in FAMILIES.items()},
     "learned": "ddlearn.learned.coarse.learned:Learned",
     "learned_insitu": "ddlearn.learned.coarse.learned_insitu:LearnedInsitu",
+    "schwarz_attention": "ddlearn.learned.coarse.schwarz_attention:SchwarzAttentionCoarse",
 }
 """Family name -> ``"module:Class"`` of its :class:`~ddlearn.classical.coarse_space.CoarseSpace`."""
 

@@ -51,7 +51,7 @@ from .refinement import ritz_loss
 from .serving import serial_basis
 
 __all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches", "step_fields",
-           "train_local_coarse", "check_iterations", "check_fields", "family_problem",
+           "train_local_coarse", "fit_on_fields", "check_iterations", "check_fields", "family_problem",
            "pencil_rights", "main"]
 
 #: first seed of each split: training fields are 0, 1, ...; the others never overlap them
@@ -199,17 +199,12 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     ValueError
         When ``fields_per_step`` is not between 1 and the number of training fields.
     """
-    total = len(_jobs(cfg, "train"))
-    if not 1 <= cfg.fields_per_step <= total:
-        raise ValueError(f"fields_per_step = {cfg.fields_per_step} must be between 1 and the "
-                         f"number of training fields, {total} (fields_per_family x families)")
-    rank, size, F = comm.Get_rank(), comm.Get_size(), cfg.fields_per_step
+    _check_batch(cfg)
     torch.manual_seed(cfg.seed)
     timer = Timer()
     train = family_patches(cfg, "train", comm)
     val = family_patches(cfg, "validation", comm)
     timer.lap("data_s")
-    data_s = timer.slowest(comm)["data_s"]
     model = LocalCoarseNet(cfg.vectors, cfg.hidden, cfg.layers, cfg.seed)
     if cfg.init:
         start_from = load_model(cfg.init)[0]
@@ -218,7 +213,7 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
                              f"not {model.config}: give matching --vectors, --hidden, --layers, "
                              f"--seed")
         model.load_state_dict(start_from.state_dict())
-    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": size,
+    meta = {"kind": KIND, "train_config": asdict(cfg), "ranks": comm.Get_size(),
             "fields": comm.allreduce(len(train)),
             "samples": comm.allreduce(sum(len(b) for b, _ in train.values())),
             "validation_samples": comm.allreduce(sum(len(b) for b, _ in val.values())),
@@ -227,13 +222,44 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
             "stencil": max_row_entries(family_problem(cfg.families[0], cfg.n, cfg.dim,
                                                       seed=0).matrix())}
 
+    def field_loss(field, step):
+        batch, exact = field
+        return ritz_loss(batch, model(batch), exact, cfg.steps, cfg.k)
+
+    return fit_on_fields(cfg, path, model, KIND, train, field_loss,
+                         lambda: {"validation": _evaluate(model, val, cfg, comm)}, meta,
+                         timer.slowest(comm)["data_s"], comm, resume, progress, until,
+                         "learned coarse space")
+
+
+def _check_batch(cfg) -> None:
+    total = len(_jobs(cfg, "train"))
+    if not 1 <= cfg.fields_per_step <= total:
+        raise ValueError(f"fields_per_step = {cfg.fields_per_step} must be between 1 and the "
+                         f"number of training fields, {total} (fields_per_family x families)")
+
+
+def fit_on_fields(cfg, path: str, model, kind: str, train: dict, field_loss, evaluate,
+                  meta: dict, data_s: float, comm=MPI.COMM_WORLD, resume: bool = True,
+                  progress: bool = True, until: int | None = None, desc: str = "training") -> dict:
+    r"""The training run of a model of the learned coarse spaces on the fields of the families
+    (the module docstring): :class:`~ddlearn.nn.trainer.Trainer` on the mean of
+    ``field_loss(train[f], step)`` over the step's fields :func:`step_fields` (this rank's
+    ``train`` by global index), gradients summed over the ranks; ``evaluate()`` the validation
+    metrics (collective, ``{"validation": value}``); checkpoints ``path + '.last'`` of
+    ``kind`` (:data:`~.model_file.MODEL_KINDS`) at every evaluation, resumed when made with
+    the same ``cfg``; the best validation state saved to ``path`` with ``meta`` and the
+    history. ``cfg``: a dataclass with the fields of :class:`LocalTrainConfig` the batches,
+    schedule and evaluations read (``fields_per_step``, ``iterations``, ``lr``, ``lr_final``,
+    ``eval_every``, ``seed``, and those of :func:`_jobs`)."""
+    rank, size, F = comm.Get_rank(), comm.Get_size(), cfg.fields_per_step
+
     def loss(step):
         # the batch depends on the seed and the step only: the same on any number of ranks,
         # and a resumed run repeats the same steps; this rank takes positions rank, rank + P, ...
         total = torch.zeros((), dtype=torch.float64, requires_grad=True)
         for field in step_fields(cfg, step)[rank::size]:
-            batch, exact = train[field]
-            total = total + ritz_loss(batch, model(batch), exact, cfg.steps, cfg.k)
+            total = total + field_loss(train[field], step)
         return total
 
     def communicate(params, local):
@@ -258,13 +284,11 @@ def train_local_coarse(cfg: LocalTrainConfig, path: str, comm=MPI.COMM_WORLD,
     settings = TrainConfig(steps=cfg.iterations, lr=cfg.lr, lr_final=cfg.lr_final,
                            eval_every=cfg.eval_every, divergence=None, seed=cfg.seed,
                            progress=progress)
-    trainer = Trainer(model, settings, loss,
-                      lambda: {"validation": _evaluate(model, val, cfg, comm)},
-                      monitor="validation", communicate=communicate, rank=rank,
-                      desc="learned coarse space", on_evaluation=checkpoint)
+    trainer = Trainer(model, settings, loss, evaluate, monitor="validation",
+                      communicate=communicate, rank=rank, desc=desc, on_evaluation=checkpoint)
     if resume:
         try:
-            saved, _, extra = load_model(path + ".last")
+            saved, _, extra = load_model(path + ".last", kind)
         except FileNotFoundError:
             extra = None
         except ValueError as e:  # e.g. killed between writing the checkpoint and its record
@@ -332,7 +356,8 @@ def check_iterations(path: str, cases=None) -> list[dict]:
 _RUN_CONTROL = {"--force": 0, "--restart": 0, "--no-progress": 0, "--until": 1}
 
 
-def _recorded_command(argv: list[str], ranks: int) -> str:
+def _recorded_command(argv: list[str], ranks: int,
+                      module: str = "ddlearn.learned.coarse.local_training") -> str:
     """The command that reproduces a run: ``argv`` without the run-control options (so the
     recorded command never overwrites the model it describes without a ``--force`` of its
     own)."""
@@ -346,7 +371,7 @@ def _recorded_command(argv: list[str], ranks: int) -> str:
             skip = _RUN_CONTROL[name] if "=" not in arg else 0
             continue
         kept.append(arg)
-    return " ".join([f"mpiexec -n {ranks} python -m ddlearn.learned.coarse.local_training", *kept])
+    return " ".join([f"mpiexec -n {ranks} python -m {module}", *kept])
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -14,9 +14,14 @@ import os
 from ...decomposition.atomic import atomic_write_json
 from ...nn import checkpoint as nn_checkpoint
 from ...nn.checkpoint import file_hash
+from ...nn.subdomain_basis import KIND as ATTENTION_KIND, SubdomainBasisNet
 from .network import KIND, LocalCoarseNet
 
-__all__ = ["PRETRAINED", "save_model", "update_record", "load_model"]
+__all__ = ["PRETRAINED", "MODEL_KINDS", "save_model", "update_record", "load_model"]
+
+#: a model file's ``kind`` -> its network class and the module whose command trains it
+MODEL_KINDS = {KIND: (LocalCoarseNet, "ddlearn.learned.coarse.local_training"),
+               ATTENTION_KIND: (SubdomainBasisNet, "ddlearn.learned.coarse.attention_training")}
 
 #: the model shipped with ddlearn (the command in its record ``PRETRAINED + '.json'``, with
 #: ``--force``, remakes it in place)
@@ -24,9 +29,9 @@ PRETRAINED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pretraine
                           "local_coarse.pt")
 
 
-def _fix(path: str) -> str:
+def _fix(path: str, kind: str = KIND) -> str:
     """What to do when a model's record is missing or does not match the model file."""
-    return (f"retrain with python -m ddlearn.learned.coarse.local_training --out {path} "
+    return (f"retrain with python -m {MODEL_KINDS[kind][1]} --out {path} "
             f"--force (the command a record carries reproduces its model) or restore {path} and "
             f"its record {path}.json together")
 
@@ -42,7 +47,7 @@ def save_model(path: str, model: LocalCoarseNet, meta: dict, **extra) -> None:
     atomic_write_json(path + ".json", record)
 
 
-def _read_record(path: str) -> dict:
+def _read_record(path: str, kind: str = KIND) -> dict:
     """The record ``path + '.json'`` of the model at ``path``.
 
     Raises
@@ -54,16 +59,16 @@ def _read_record(path: str) -> dict:
     if not os.path.exists(record_path):
         raise ValueError(f"the learned coarse-space model {path} has no record {record_path} "
                          f"(its SHA-256 and training settings), so it cannot be verified: "
-                         f"{_fix(path)}")
+                         f"{_fix(path, kind)}")
     try:
         with open(record_path) as f:
             record = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"the record {record_path} of the learned coarse-space model {path} is "
-                         f"not readable JSON ({e}): {_fix(path)}") from e
+                         f"not readable JSON ({e}): {_fix(path, kind)}") from e
     if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
         raise ValueError(f"the record {record_path} of the learned coarse-space model {path} "
-                         f"has no SHA-256: {_fix(path)}")
+                         f"has no SHA-256: {_fix(path, kind)}")
     return record
 
 
@@ -75,8 +80,9 @@ def update_record(path: str, **entries) -> None:
     atomic_write_json(path + ".json", record)
 
 
-def load_model(path: str):
-    """``(model, meta, extra)`` from ``path``, after checking the file against its record.
+def load_model(path: str, kind: str = KIND):
+    """``(model, meta, extra)`` from ``path``, after checking the file against its record;
+    ``kind``: the model kind expected (:data:`MODEL_KINDS`).
 
     The SHA-256 (and size) recorded in ``path + '.json'`` is checked before the file is read
     as a torch payload: a model without its record, or one that was modified or truncated,
@@ -94,21 +100,22 @@ def load_model(path: str):
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no learned coarse-space model at {path}")
-    record = _read_record(path)
+    record = _read_record(path, kind)
     size, recorded_size = os.path.getsize(path), record.get("bytes")
     if recorded_size is not None and size != recorded_size:
         raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: it has "
                          f"{size} bytes, the record says {recorded_size} (the file was "
-                         f"truncated or modified): {_fix(path)}")
+                         f"truncated or modified): {_fix(path, kind)}")
     if record["sha256"] != file_hash(path):
         raise ValueError(f"{path} does not match the SHA-256 recorded in {path}.json: the "
-                         f"file was modified or truncated: {_fix(path)}")
+                         f"file was modified or truncated: {_fix(path, kind)}")
     payload = nn_checkpoint.read(path, "learned coarse-space model")
     config = dict(payload["config"])
-    if config.pop("kind", None) != KIND:
+    if config.pop("kind", None) != kind:
         raise ValueError(f"{path} is a checkpoint of a {payload['config'].get('kind')!r} model, "
-                         f"not a learned coarse-space model ({KIND})")
-    model = LocalCoarseNet(**config)
+                         f"not a {kind!r} model: give a model file of this coarse space "
+                         f"(python -m {MODEL_KINDS[kind][1]} trains one)")
+    model = MODEL_KINDS[kind][0](**config)
     model.load_state_dict(payload["state"])
     extra = nn_checkpoint.entries(payload)
     return model, extra.pop("record"), extra

@@ -22,7 +22,7 @@ import scipy.sparse.linalg as spla
 
 from ...classical.neumann import regularised_pencil
 
-__all__ = ["DIFFUSION_STEPS", "RANDOM_CHANNELS", "PatchBatch", "local_features",
+__all__ = ["DIFFUSION_STEPS", "RANDOM_CHANNELS", "PatchBatch", "local_features", "block_features",
            "input_statistics", "max_row_entries"]
 
 #: the powers :math:`t` of :math:`\hat A` that diffuse the features
@@ -93,18 +93,24 @@ class PatchBatch:
 
 def local_features(batch: PatchBatch, seed: int = 0):
     r"""``(features, graph)`` of every unknown of ``batch``, from the local Neumann matrices and
-    the weights only (the module docstring): the base channels :math:`X` and
-    :math:`\hat A^tX` for :math:`t` in :data:`DIFFUSION_STEPS`, side by side, and the graph
-    :math:`\hat A`; a subdomain's features do not depend on the other subdomains of the
-    batch."""
-    AN = batch.AN
-    diag = AN.diagonal()
-    G, off = _coupling_graph(AN)
-    median = np.concatenate([np.full(n, np.median(d)) for n, d in
-                             zip(batch.sizes, batch.split(diag))]) if len(batch) else diag
-    base = [batch.D, np.log10(diag / median) / 8.0, (diag - off) / diag]
+    the weights only (:func:`block_features` of its block-diagonal matrix)."""
+    return block_features(batch.AN, batch.D, batch.sizes, seed)
+
+
+def block_features(A: sp.csr_matrix, D: np.ndarray, sizes, seed: int = 0):
+    r"""``(features, graph)`` of the unknowns of the block-diagonal ``A`` (blocks of ``sizes``,
+    weights ``D``; the module docstring): the base channels :math:`X` and :math:`\hat A^tX`
+    for :math:`t` in :data:`DIFFUSION_STEPS`, side by side, and the graph :math:`\hat A`; a
+    block's features do not depend on the other blocks."""
+    sizes = list(sizes)
+    ends = np.cumsum([0] + sizes)
+    diag = A.diagonal()
+    G, off = _coupling_graph(A)
+    median = np.concatenate([np.full(n, np.median(diag[a:b])) for n, a, b in
+                             zip(sizes, ends[:-1], ends[1:])]) if sizes else diag
+    base = [D, np.log10(diag / median) / 8.0, (diag - off) / diag]
     noise = [np.random.default_rng([seed, n]).standard_normal((n, RANDOM_CHANNELS))
-             for n in batch.sizes]
+             for n in sizes]
     X = np.concatenate([np.stack(base, axis=1),
                         np.concatenate(noise) if noise else np.zeros((0, RANDOM_CHANNELS))],
                        axis=1)
