@@ -2,32 +2,26 @@
 the two-level operator (its eigenvalues, its gradient), the network on disjoint subdomain copies
 (serial = distributed), the training run (it learns, it resumes), and the PC from options on 1
 to 4 ranks with its bad input refused on every rank."""
-import json
 import os
 
 import numpy as np
 import pytest
-import scipy.linalg as sla
 import scipy.sparse as sp
 import torch
 from mpi4py import MPI
-from petsc4py import PETSc
 
-from conftest import (apply_gathered, gathered_sets, pc_from_options, raised_everywhere,
-                      solve_with_pc_options, view_text)
+from conftest import (apply_gathered, gathered_sets, natural_matrix_of, pc_from_options,
+                      raised_everywhere, solve_with_pc_options, view_text)
 from ddlearn.classical import reference
 from ddlearn.decomposition import Decomposition
-from ddlearn.decomposition.petsc_rows import distributed_aij
 from ddlearn.decomposition.problems import make_problem
-from ddlearn.learned.coarse.attention_training import (AttentionTrainConfig, field_data,
-                                                       train_attention_coarse)
+from ddlearn.learned.coarse.attention_training import AttentionTrainConfig, train_attention_coarse
 from ddlearn.learned.coarse.model_file import load_model
 from ddlearn.learned.coarse.schwarz_attention import serial_basis, subdomain_vectors
 from ddlearn.learned.coarse.spectrum import Spectrum, orthonormal_bases, subspace_gap
 from ddlearn.learned.coarse.subdomain_tokens import feature_count, subdomain_tokens
 from ddlearn.nn.layout import TokenLayout
 from ddlearn.nn.subdomain_basis import KIND, SubdomainBasisNet
-from ddlearn.pc import set_coordinates
 
 COMM = MPI.COMM_WORLD
 PC = "TwoLevelSchwarzPC"
@@ -206,22 +200,12 @@ def trained(tmp_path_factory):
     return path
 
 
-def _matrix(problem, coordinates=True) -> PETSc.Mat:
-    n, size, rank = problem.n, COMM.size, COMM.rank
-    ranges = [r * n // size for r in range(size + 1)]
-    lo, hi = ranges[rank], ranges[rank + 1]
-    A = distributed_aij(problem.rows(np.arange(lo, hi)), n, ranges, PETSc.COMM_WORLD)
-    if coordinates:
-        set_coordinates(A, problem.coordinates(np.arange(lo, hi)))
-    return A
-
-
 @pytest.mark.mpi
 def test_pc_from_options_equals_the_serial_basis_and_views_it(trained, tmp_path):
     """-ddlearn_coarse_space schwarz_attention on 1-4 ranks: CG converges, the PC applies the
     two-level operator of the serial basis, -ksp_view names the model, k, n0 and the timing."""
     p = make_problem("random_channels", 23, contrast=1e4, seed=200_000)
-    A = _matrix(p)
+    A = natural_matrix_of(p)
     b = A.createVecLeft()
     b.set(1.0)
     r = solve_with_pc_options(A, b, "sa_", pc=PC, subdomains=4, overlap=1, partition="boxes",
@@ -250,14 +234,14 @@ def test_pc_from_options_equals_the_serial_basis_and_views_it(trained, tmp_path)
 @pytest.mark.mpi
 def test_bad_input_is_refused_on_every_rank(trained, tmp_path):
     p = make_problem("random_channels", 23, contrast=1e4, seed=200_000)
-    A = _matrix(p)
+    A = natural_matrix_of(p)
     common = dict(pc=PC, partition="boxes", coarse_space="schwarz_attention",
                   schwarz_attention_model=trained)
     msgs = raised_everywhere(lambda: pc_from_options(A, "sa_ov_", subdomains=4, overlap=2,
                                                      **common).destroy(), exc=Exception)
     assert all(m and "trained with overlap 1" in m and "-sa_ov_ddlearn_overlap 2" in m
                for m in msgs), msgs
-    big = _matrix(make_problem("random_channels", 95, contrast=1e4, seed=1))
+    big = natural_matrix_of(make_problem("random_channels", 95, contrast=1e4, seed=1))
     msgs = raised_everywhere(lambda: pc_from_options(big, "sa_size_", subdomains=4, overlap=1,
                                                      **common).destroy(), exc=Exception)
     assert all(m and "-sa_size_ddlearn_subdomains" in m and "x the training's" in m
