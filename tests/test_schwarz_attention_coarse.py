@@ -259,4 +259,13 @@ def test_bad_input_is_refused_on_every_rank(trained, tmp_path):
     ).destroy(), exc=Exception)
     assert all(m and "-sa_hash_ddlearn_schwarz_attention_model" in m and "SHA-256" in m
                for m in msgs), msgs
-    big.destroy(), A.destroy()
+    # NaN in the matrix: refused before the network reads it
+    nan = natural_matrix_of(p)
+    lo, hi = nan.getOwnershipRange()
+    if lo <= 100 < hi:
+        nan.setValue(100, 100, np.nan)
+    nan.assemble()
+    msgs = raised_everywhere(lambda: pc_from_options(nan, "sa_nan_", subdomains=4, overlap=1,
+                                                     **common).destroy(), exc=Exception)
+    assert all(m and "non-finite" in m for m in msgs), msgs
+    nan.destroy(), big.destroy(), A.destroy()
