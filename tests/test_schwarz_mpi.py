@@ -67,9 +67,11 @@ def test_all_methods_converge_2d():
     case = Case.build(make_problem("poisson2d", 31), 16, 1)
     b = case.rhs(3)
     # the learned methods (training, cache) are tested in test_learned_mpi and test_example;
-    # the pretrained learned coarse space needs subdomains of its training resolution (~32²),
-    # so it runs at 127² and up in test_learned_coarse and test_example
-    results = run_methods(case, [m for m in MAIN_JOB if m not in LEARNED and m != "learned"], b)
+    # the pretrained learned coarse spaces need subdomains of their training resolution (~32²),
+    # so they run at 127² and up in test_learned_coarse, test_schwarz_attention_coarse and
+    # test_example
+    pretrained = ("learned", "schwarz_attention")
+    results = run_methods(case, [m for m in MAIN_JOB if m not in LEARNED + pretrained], b)
     for r in results:
         assert r.converged, (r.method, r.reason)
         assert r.rnorm_true < 1e-8, (r.method, r.rnorm_true)

@@ -222,11 +222,10 @@ def default_methods(problem: str, dim: int) -> list[str]:
     """The main job's methods for ``problem`` (:data:`DEFAULT_METHODS` on Poisson,
     :data:`CONTRAST_METHODS` on the coefficient fields), less ``schwarz_attention`` where no
     model is shipped for dimension ``dim`` (only 2D is)."""
-    from ddlearn.learned.coarse.schwarz_attention import PRETRAINED_ATTENTION
-
     names = DEFAULT_METHODS if problem.startswith("poisson") else CONTRAST_METHODS
+    shipped = load("ddlearn.learned.coarse.schwarz_attention:PRETRAINED_ATTENTION")
     return [m for m in names if m != "schwarz_attention"
-            or os.path.exists(PRETRAINED_ATTENTION.get(dim, ""))]
+            or os.path.exists(shipped.get(dim, ""))]
 
 
 def prefix(name: str) -> str:
