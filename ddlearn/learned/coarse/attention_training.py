@@ -35,7 +35,7 @@ from ...decomposition.timing import Timer
 from ...nn.subdomain_basis import KIND, SubdomainBasisNet
 from .local_training import (SEEDS, _check_batch, _jobs, _owner, _recorded_command,
                              family_problem, field_contrast, fit_on_fields)
-from .model_file import load_model, update_record
+from .model_file import MODEL_KINDS, load_model, update_record
 from .schwarz_attention import serial_basis
 from .spectrum import Spectrum, orthonormal_bases, subspace_gap
 from .subdomain_tokens import feature_count, subdomain_tokens
@@ -43,7 +43,7 @@ from .subdomain_tokens import feature_count, subdomain_tokens
 __all__ = ["AttentionTrainConfig", "field_data", "train_attention_coarse", "check_iterations",
            "main"]
 
-MODULE = "ddlearn.learned.coarse.attention_training"
+MODULE = MODEL_KINDS[KIND][1]
 
 
 @dataclass

@@ -51,8 +51,8 @@ from .refinement import ritz_loss
 from .serving import serial_basis
 
 __all__ = ["SEEDS", "LocalTrainConfig", "field_contrast", "family_patches", "step_fields",
-           "train_local_coarse", "fit_on_fields", "check_iterations", "check_fields", "family_problem",
-           "pencil_rights", "main"]
+           "train_local_coarse", "fit_on_fields", "check_iterations", "check_fields",
+           "family_problem", "pencil_rights", "main"]
 
 #: first seed of each split: training fields are 0, 1, ...; the others never overlap them
 SEEDS = {"train": 0, "validation": 100_000, "test": 200_000}

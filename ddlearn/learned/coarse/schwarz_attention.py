@@ -39,7 +39,7 @@ from ...decomposition.collective import collective_check
 from ...nn.subdomain_basis import KIND
 from .model_file import load_model
 from .spectrum import orthonormal_bases
-from .subdomain_tokens import subdomain_tokens
+from .subdomain_tokens import subdomain_tokens, unusable_block
 
 __all__ = ["SchwarzAttentionCoarse", "PRETRAINED_ATTENTION", "subdomain_vectors",
            "serial_basis", "SIZE_FACTOR"]
@@ -156,8 +156,7 @@ class SchwarzAttentionCoarse(CoarseSpace):
         blocks = ([lent.csr(k) for k in range(len(lent))]
                   if lent is not None and len(lent) == len(s.overlapping)
                   else dirichlet_blocks(inp.A, s))
-        finite = all(np.isfinite(b.data).all() and (b.diagonal() > 0).all() for b in blocks)
-        collective_check(comm, finite,
+        collective_check(comm, unusable_block(blocks) is None,
                          "the matrix has non-finite entries or a non-positive diagonal in a "
                          "subdomain: the Schwarz-attention coarse space needs an SPD matrix with "
                          "a positive diagonal (check the coefficient for NaN or negative values)")

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from .patches import DIFFUSION_STEPS, RANDOM_CHANNELS, block_features
 
-__all__ = ["MATRIX_FEATURES", "feature_count", "subdomain_tokens"]
+__all__ = ["MATRIX_FEATURES", "feature_count", "unusable_block", "subdomain_tokens"]
 
 #: features per token from the matrix and the weights
 MATRIX_FEATURES = (3 + RANDOM_CHANNELS) * (1 + len(DIFFUSION_STEPS))
@@ -27,6 +27,15 @@ MATRIX_FEATURES = (3 + RANDOM_CHANNELS) * (1 + len(DIFFUSION_STEPS))
 def feature_count(dim: int = 0) -> int:
     """Features per token, ``dim``: the coordinates' dimension when they are used (else 0)."""
     return MATRIX_FEATURES + int(dim)
+
+
+def unusable_block(blocks) -> int | None:
+    """The first of ``blocks`` (scipy matrices) with a non-finite entry or a non-positive
+    diagonal, ``None`` when all can be read."""
+    for i, a in enumerate(blocks):
+        if not (np.all(np.isfinite(a.data)) and np.all(a.diagonal() > 0)):
+            return i
+    return None
 
 
 def subdomain_tokens(blocks, weights, coordinates=None, seed: int = 0) -> np.ndarray:
@@ -41,12 +50,12 @@ def subdomain_tokens(blocks, weights, coordinates=None, seed: int = 0) -> np.nda
         Naming the first subdomain whose block has a non-finite entry or a non-positive
         diagonal.
     """
-    for i, a in enumerate(blocks):
-        if not (np.all(np.isfinite(a.data)) and np.all(a.diagonal() > 0)):
-            raise ValueError(f"subdomain {i} of this rank: its block of the matrix has "
-                             f"non-finite entries or a non-positive diagonal; the learned "
-                             f"coarse space needs an SPD matrix with a positive diagonal (check "
-                             f"the coefficient for NaN or negative values)")
+    i = unusable_block(blocks)
+    if i is not None:
+        raise ValueError(f"subdomain {i} of this rank: its block of the matrix has "
+                         f"non-finite entries or a non-positive diagonal; the learned "
+                         f"coarse space needs an SPD matrix with a positive diagonal (check "
+                         f"the coefficient for NaN or negative values)")
     sizes = [a.shape[0] for a in blocks]
     A = sp.block_diag(blocks, format="csr") if blocks else sp.csr_matrix((0, 0))
     X, _ = block_features(A, np.concatenate(weights) if weights else np.zeros(0), sizes, seed)
