@@ -20,6 +20,7 @@ import ctypes
 from dataclasses import dataclass
 
 import numpy as np
+from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
@@ -60,6 +61,21 @@ def is_symmetric(A: PETSc.Mat) -> bool | None:
     if A.getType() in (PETSc.Mat.Type.SHELL, PETSc.Mat.Type.PYTHON):
         known, flag = A.isSymmetricKnown()
         return bool(flag) if known else None
+    if A.getType() == PETSc.Mat.Type.IS:
+        # unassembled: symmetric local matrices on one local-to-global map sum to a symmetric
+        # matrix; otherwise the assembled sum decides
+        rows, cols = A.getLGMap()
+        local = A.getISLocalMat()
+        same = rows.getIndices().shape == cols.getIndices().shape and \
+            np.array_equal(rows.getIndices(), cols.getIndices())
+        mine = same and local.getSize()[0] == local.getSize()[1] and is_symmetric(local)
+        if A.getComm().tompi4py().allreduce(bool(mine), op=MPI.LAND):
+            return True
+        B = A.convert(PETSc.Mat.Type.AIJ, PETSc.Mat())
+        try:
+            return is_symmetric(B)
+        finally:
+            B.destroy()
     try:
         return bool(A.isSymmetric(SYMMETRY_RTOL * A.norm(PETSc.NormType.INFINITY)))
     except PETSc.Error as e:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from petsc4py import PETSc
 
+from ..decomposition.petsc_rows import assembled_aij
 from ..decomposition.timing import Timer
 from .galerkin import CoarseCorrection
 from .neumann import neumann_matrices
@@ -304,6 +305,7 @@ class TwoLevelSchwarz:
         self.correction, self.local_solver = correction, local_solver
         self.two_level: TwoLevelOperator | None = None
         self._structure = None
+        self._assembled: PETSc.Mat | None = None  # the Pmat converted to AIJ, if it is not
 
     @property
     def symmetric(self) -> bool:
@@ -318,15 +320,20 @@ class TwoLevelSchwarz:
         return self.two_level.timing if self.two_level is not None else {}
 
     def setUp(self, pc: PETSc.PC) -> None:
-        """Initialize or update (the one place that decides it; collective)."""
+        """Initialize or update (the one place that decides it; collective), on the Pmat or,
+        for a Pmat stored otherwise (BAIJ, SBAIJ, dense, unassembled ``MATIS``), on its AIJ
+        conversion (:func:`~ddlearn.decomposition.petsc_rows.assembled_aij`; converted again
+        into the same matrix on an update)."""
         _, P = pc.getOperators()
         structure = matrix_structure(P)
         try:
             if self.two_level is not None and self._structure == structure:
-                self.update(pc, P)
+                self.update(pc, assembled_aij(P, self._assembled))
             else:
                 self.reset(pc)
-                self.initialize(pc, P)
+                A = assembled_aij(P)
+                self._assembled = A if A.handle != P.handle else None
+                self.initialize(pc, A)
         except ValueError:
             self.reset(pc)  # collective: every rank raised the same error
             raise
@@ -371,7 +378,9 @@ class TwoLevelSchwarz:
     def reset(self, pc: PETSc.PC) -> None:
         if self.two_level is not None:
             self.two_level.destroy()
-        self.two_level = self._structure = None
+        if self._assembled is not None:
+            self._assembled.destroy()
+        self.two_level = self._structure = self._assembled = None
 
     def destroy(self, pc: PETSc.PC) -> None:
         # Collective: release PETSc objects now, not in rank-dependent garbage-collection order.

@@ -12,6 +12,8 @@ r"""PETSc row layouts: which rank owns which rows (and coarse columns) of a dist
   :math:`n_0`) on the coarse rank or in contiguous blocks on the coarse ranks
   (:func:`coarse_owners`, :func:`coarse_ranges`), with what a coarse basis carries along
   (its column groups, its Galerkin matrix).
+- The assembled AIJ form of whatever matrix a preconditioner is handed (:func:`assembled_aij`:
+  BAIJ, SBAIJ, dense and unassembled ``MATIS`` converted, a matrix-free one refused).
 """
 from __future__ import annotations
 
@@ -25,7 +27,50 @@ from .structured import Decomposition
 __all__ = ["RowLayout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
            "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin",
-           "gather_matrix", "scatter_rows"]
+           "gather_matrix", "scatter_rows", "assembled_aij", "matrix_family", "CONVERTED"]
+
+#: matrix families (type without its ``seq``/``mpi`` prefix) that :func:`assembled_aij`
+#: converts to AIJ with ``MatConvert``: their entries are there, in another storage
+CONVERTED = ("baij", "sbaij", "dense", "is")
+
+
+def matrix_family(M: PETSc.Mat) -> str:
+    """``M``'s type without its ``seq``/``mpi`` prefix (``mpibaij`` -> ``baij``; ``is``, ``shell``
+    as they are); AIJ's GPU and storage variants (``aijcusparse``, ``aijperm``) -> ``aij``."""
+    t = M.getType() or ""
+    for head in ("seq", "mpi"):
+        if t.startswith(head):
+            t = t[len(head):]
+    return "aij" if t.startswith("aij") else t
+
+
+def assembled_aij(P: PETSc.Mat, out: PETSc.Mat | None = None) -> PETSc.Mat:
+    r"""The matrix whose rows a set-up reads: ``P`` itself when it is AIJ, else ``P`` converted
+    to AIJ (families :data:`CONVERTED`; same rows, block size and near-null space), into
+    ``out`` when given (an earlier conversion of a matrix of ``P``'s structure: new values, same
+    object). A type without stored entries (``shell``, ``python``, ``mffd``, ``nest``, ...) is
+    refused with a ``ValueError``: a Schwarz preconditioner factors blocks of entries, and
+    forming them from products with ``P`` would cost a product per column. The type is the
+    same on every rank, so is the error. Collective."""
+    family = matrix_family(P)
+    if family == "aij":
+        return P
+    if family not in CONVERTED:
+        raise ValueError(f"the matrix the preconditioner is built from (Pmat) has type "
+                         f"{P.getType()!r}, which stores no entries to take subdomain blocks "
+                         f"from: give the KSP an assembled Pmat (KSPSetOperators(ksp, A, P) "
+                         f"with P of type aij, baij, sbaij or is), e.g. the matrix a shell "
+                         f"operator approximates")
+    if out is None:
+        out = PETSc.Mat()  # a new matrix: petsc4py converts in place without one
+    P.convert(PETSc.Mat.Type.AIJ, out)
+    ns = P.getNearNullSpace()
+    if ns:
+        out.setNearNullSpace(ns)
+    known, flag = P.isSymmetricKnown()
+    if known:
+        out.setOption(PETSc.Mat.Option.SYMMETRIC, flag)
+    return out
 
 
 def distributed_aij(rows: sp.csr_matrix, ncols: int, col_ranges, comm) -> PETSc.Mat:

@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
+from ddlearn.decomposition.petsc_rows import sequential_aij
 from ddlearn.decomposition.serial_partition import metis_partition
 from ddlearn.pc import set_auxiliary_matrices, set_coordinates, set_subdomains
 
@@ -319,6 +320,47 @@ def to_petsc(problem: Problem, comm=PETSc.COMM_WORLD, rigid_body_modes: bool = T
     set_coordinates(A, np.repeat(problem.points[lo // dim:hi // dim], dim, axis=0))
     b = A.createVecLeft()
     b.setArray(b_rows)
+    return A, b, coords
+
+
+def to_matis(problem: Problem, comm=PETSc.COMM_WORLD, method: str = "metis",
+             rigid_body_modes: bool = True):
+    """``(A, b, coordinates)`` as :func:`to_petsc`, with ``A`` unassembled (``MATIS``), as a
+    domain-decomposition code hands it to PCBDDC or PCHPDDM: the elements split into one part
+    per rank (:func:`element_parts`), each rank's local matrix the stiffness over its part's
+    elements only on the free dofs of their nodes (its subdomain's Neumann matrix), its
+    local-to-global map those dofs in whole nodes (block size ``dim``); the rows of ``A`` and
+    ``b`` distributed as :func:`to_petsc`'s."""
+    dim, n = problem.dim, problem.unknowns
+    layout = PETSc.Vec().createMPI((PETSc.DECIDE, n), bsize=dim, comm=comm)
+    lo, hi = layout.getOwnershipRange()
+    layout.destroy()
+    t = problem.mesh.t
+    elements = np.flatnonzero(element_parts(problem, comm.getSize(), method) == comm.getRank())
+    reduced = np.full(problem.ndofs, -1)
+    reduced[problem.free] = np.arange(n)
+    dofs = (dim * np.unique(t[:, elements])[:, None] + np.arange(dim)).ravel()
+    dofs = dofs[reduced[dofs] >= 0]
+    K = _symmetrised(problem.stiffness(elements)[dofs][:, dofs].tocsr())
+    rows = reduced[dofs]
+    lgmap = PETSc.LGMap().create((rows[::dim] // dim).astype(PETSc.IntType), bsize=dim,
+                                 comm=comm)
+    A = PETSc.Mat().createIS([(hi - lo, n), (hi - lo, n)], bsize=dim, lgmapr=lgmap,
+                             lgmapc=lgmap, comm=comm)
+    local = sequential_aij(K)
+    A.setISLocalMat(local)
+    A.assemble()
+    local.destroy(), lgmap.destroy()
+    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
+    coords = PETSc.Vec().createMPI((hi - lo, n), bsize=dim, comm=comm)
+    coords.setArray(problem.points[lo // dim:hi // dim].ravel())
+    if rigid_body_modes:
+        ns = PETSc.NullSpace().createRigidBody(coords)
+        A.setNearNullSpace(ns)
+        ns.destroy()
+    b = A.createVecLeft()
+    load = problem.b if problem.b is not None else problem.load()[problem.free]
+    b.setArray(load[lo:hi])
     return A, b, coords
 
 

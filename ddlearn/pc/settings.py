@@ -32,7 +32,8 @@ class Settings:
     ----------
     coarse_space : str, CoarseSpace or None
         ``coarse_space NAME[+NAME...]``: ``none`` or the registry's families
-        (:data:`~ddlearn.pc.registry.COARSE_SPACE_NAMES`); ``None``: hats with coordinates on
+        (:data:`~ddlearn.pc.registry.COARSE_SPACE_NAMES`); ``None``: spectral for a ``MATIS``
+        operator (its local matrices are the Neumann matrices), hats with coordinates on
         a box partition of a scalar problem (two boxes or more per direction), gdsw (split by
         coefficient) for a system (block size > 1: elasticity), nicolaides otherwise.
     subdomains : int or None
@@ -125,13 +126,18 @@ class Settings:
                          f"-{prefix}coarse_ranks 1 (one coarse rank, the default) up to {size}")
 
     def coarse_space_for(self, comm, prefix: str, has_coordinates: bool, block_size: int,
-                         user_sets: bool, dimension: int = 0) -> CoarseSpace | None:
-        """The coarse space asked for (by default hats with coordinates on a box partition of a
-        scalar problem whose box grid has two boxes or more per direction, gdsw for a system,
-        nicolaides otherwise), configured from its options and refused on every rank where the
-        matrix cannot serve it (block size, coordinates, the user's sets). ``dimension``: the
-        coordinates' (0: unknown)."""
+                         user_sets: bool, dimension: int = 0,
+                         neumann: bool = False) -> CoarseSpace | None:
+        """The coarse space asked for (by default spectral where the operator carries its
+        subdomains' Neumann matrices (``neumann``: a ``MATIS``), hats with coordinates on a box
+        partition of a scalar problem whose box grid has two boxes or more per direction, gdsw
+        for a system, nicolaides otherwise), configured from its options and refused on every
+        rank where the matrix cannot serve it (block size, coordinates, the user's sets).
+        ``dimension``: the coordinates' (0: unknown)."""
         spec = self.coarse_space
+        if spec is None and neumann:
+            # GenEO's own setting: the exact Neumann matrices, no algebraic approximation
+            spec = "spectral"
         if spec is None:
             N = self.subdomains or 4 * comm.getSize()
             # hats live on the interior vertices of the box grid: none with one box along an

@@ -52,6 +52,7 @@ from ..decomposition.subdomains import Subdomains
 from ..decomposition.timing import Timer
 from .inputs import get_coordinates, set_coordinates, user_auxiliary, user_subdomains
 from .settings import Settings
+from .unassembled import check_unassembled, is_unassembled, local_neumann
 
 __all__ = ["TwoLevelSchwarzPC", "TwoLevel", "two_level"]
 
@@ -145,21 +146,34 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
         comm, prefix, s = pc.getComm(), _prefix(pc), self.settings
         timer = Timer()
         mpi = comm.tompi4py()
-        coords = get_coordinates(pc, P)
+        given = pc.getOperators()[1]  # where the user composed the inputs; P: it assembled
+        coords = get_coordinates(pc, given)
         has = mpi.allreduce(coords is not None, op=MPI.LOR)
         coords = coords if has else None
         bs = P.getBlockSize()
-        user = user_subdomains(pc, P)
+        user = user_subdomains(pc, given)
         collective_check(comm, len({u is None for u in mpi.allgather(user)}) == 1,
                          "subdomains were set on some ranks only: call ddlearn.pc.set_subdomains "
                          "on every rank")
+        unassembled = is_unassembled(given)
+        if unassembled:
+            check_unassembled(given, s, user is not None, prefix)
         dimension = mpi.allreduce(coords.shape[1] if coords is not None and coords.ndim == 2
                                   else 0, op=MPI.MAX)
         space = self.space = s.coarse_space_for(comm, prefix, has, bs, user is not None,
-                                                dimension)
+                                                dimension, neumann=unassembled)
         check_symmetric(P, options_ksp_type(pc))
         own = space.subdomains(P) if space is not None else None
-        if own is not None:
+        auxiliary = None
+        if unassembled:
+            collective_check(comm, own is None, f"the {space and space.name} coarse space "
+                             f"partitions the matrix itself, and a MATIS operator's subdomains "
+                             f"are its processes: choose another -{prefix}coarse_space")
+            I, AN = local_neumann(given, P, s.overlap)
+            self.subdomains = Subdomains.from_sets(P, [I], True, 0, s.coarse_rank, bs,
+                                                   partitioner="matis", prefix=prefix)
+            auxiliary = [AN]
+        elif own is not None:
             self.subdomains = own
         elif user is not None:
             self.subdomains = Subdomains.from_sets(P, user[0], user[1], s.overlap,
@@ -169,9 +183,11 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
                 P, s.subdomains or 4 * comm.getSize(), s.overlap, coords,
                 s.partition or (space and space.partitioner), s.coarse_rank, bs, prefix)
         timer.lap("partition_s")
+        if not unassembled:
+            auxiliary = user_auxiliary(pc, given, self.subdomains)
         self._input = CoarseInput(P, self.subdomains, prefix, coords,
                                   near_null_space(P, s.near_null_space, coords, bs, prefix),
-                                  user_auxiliary(pc, P, self.subdomains), bs)
+                                  auxiliary, bs)
         self._from_level_above = False
         if self._input.auxiliary is None:
             # a coarse level below a spectral one: its Neumann matrices from the level above
@@ -192,6 +208,10 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
         if self._from_level_above and not initial:
             # new values above: new pieces attached to the new A_0
             self._input.auxiliary = subdomain_neumann(P, self.subdomains, self._input.prefix)
+        given = pc.getOperators()[1]
+        if is_unassembled(given) and not initial:
+            # new values in the processes' local matrices
+            self._input.auxiliary = [local_neumann(given, P, self.settings.overlap)[1]]
         if self.space is not None and (initial or self.space.value_dependent):
             self.two_level.set_coarse_basis(None)
             if self.Phi is not None:
