@@ -298,29 +298,45 @@ def to_petsc(problem: Problem, comm=PETSc.COMM_WORLD, rigid_body_modes: bool = T
     rank assembles its own rows (:func:`assemble_rows`)."""
     dim = problem.dim
     n = problem.unknowns
-    # PETSc's default rows, in whole nodes
-    layout = PETSc.Vec().createMPI((PETSc.DECIDE, n), bsize=dim, comm=comm)
-    lo, hi = layout.getOwnershipRange()
-    layout.destroy()
-    assert lo % dim == 0 and hi % dim == 0
+    lo, hi = _node_rows(problem, comm)
     if problem.A is None:
         rows, b_rows = assemble_rows(problem, lo, hi)
         rows = _symmetrised_rows(rows, dim, comm)
     else:
         rows, b_rows = problem.A[lo:hi], problem.b[lo:hi]
     A = _aij(rows, n, dim, comm)
+    b, coords = _vectors(A, problem, lo, hi, b_rows, rigid_body_modes)
+    # the node of each row, for ddlearn's geometric partitioners
+    set_coordinates(A, np.repeat(problem.points[lo // dim:hi // dim], dim, axis=0))
+    return A, b, coords
+
+
+def _node_rows(problem: Problem, comm) -> tuple[int, int]:
+    """This rank's rows ``lo:hi``: PETSc's default split of the free dofs, in whole nodes."""
+    layout = PETSc.Vec().createMPI((PETSc.DECIDE, problem.unknowns), bsize=problem.dim,
+                                   comm=comm)
+    lo, hi = layout.getOwnershipRange()
+    layout.destroy()
+    assert lo % problem.dim == 0 and hi % problem.dim == 0
+    return lo, hi
+
+
+def _vectors(A: PETSc.Mat, problem: Problem, lo: int, hi: int, b_rows: np.ndarray,
+             rigid_body_modes: bool):
+    """``(b, coordinates)`` of the rows ``lo:hi`` for the assembled ``A``, which is marked
+    symmetric and given the rigid-body modes as near-null space (unless ``rigid_body_modes``
+    is false)."""
+    dim, n = problem.dim, problem.unknowns
     A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    coords = PETSc.Vec().createMPI((hi - lo, n), bsize=dim, comm=comm)
+    coords = PETSc.Vec().createMPI((hi - lo, n), bsize=dim, comm=A.getComm())
     coords.setArray(problem.points[lo // dim:hi // dim].ravel())
     if rigid_body_modes:
         ns = PETSc.NullSpace().createRigidBody(coords)
         A.setNearNullSpace(ns)
         ns.destroy()
-    # the node of each row, for ddlearn's geometric partitioners
-    set_coordinates(A, np.repeat(problem.points[lo // dim:hi // dim], dim, axis=0))
     b = A.createVecLeft()
     b.setArray(b_rows)
-    return A, b, coords
+    return b, coords
 
 
 def to_matis(problem: Problem, comm=PETSc.COMM_WORLD, method: str = "metis",
@@ -332,9 +348,7 @@ def to_matis(problem: Problem, comm=PETSc.COMM_WORLD, method: str = "metis",
     local-to-global map those dofs in whole nodes (block size ``dim``); the rows of ``A`` and
     ``b`` distributed as :func:`to_petsc`'s."""
     dim, n = problem.dim, problem.unknowns
-    layout = PETSc.Vec().createMPI((PETSc.DECIDE, n), bsize=dim, comm=comm)
-    lo, hi = layout.getOwnershipRange()
-    layout.destroy()
+    lo, hi = _node_rows(problem, comm)
     t = problem.mesh.t
     elements = np.flatnonzero(element_parts(problem, comm.getSize(), method) == comm.getRank())
     reduced = np.full(problem.ndofs, -1)
@@ -351,16 +365,8 @@ def to_matis(problem: Problem, comm=PETSc.COMM_WORLD, method: str = "metis",
     A.setISLocalMat(local)
     A.assemble()
     local.destroy(), lgmap.destroy()
-    A.setOption(PETSc.Mat.Option.SYMMETRIC, True)
-    coords = PETSc.Vec().createMPI((hi - lo, n), bsize=dim, comm=comm)
-    coords.setArray(problem.points[lo // dim:hi // dim].ravel())
-    if rigid_body_modes:
-        ns = PETSc.NullSpace().createRigidBody(coords)
-        A.setNearNullSpace(ns)
-        ns.destroy()
-    b = A.createVecLeft()
     load = problem.b if problem.b is not None else problem.load()[problem.free]
-    b.setArray(load[lo:hi])
+    b, coords = _vectors(A, problem, lo, hi, load[lo:hi], rigid_body_modes)
     return A, b, coords
 
 
