@@ -14,6 +14,9 @@ command line::
         -ksp_type cg -pc_type python -pc_python_type ddlearn.pc.TwoLevelSchwarzPC \\
         -ddlearn_coarse_space spectral -ddlearn_spectral_nev 8
 
+    mpiexec -n 4 python examples/elasticity.py -dim 3 -cells 16 -matis \\
+        -ksp_type cg -pc_type python -pc_python_type ddlearn.pc.TwoLevelSchwarzPC
+
 Options of the program itself:
 
   -dim {2,3}         dimension (default 2)
@@ -36,6 +39,9 @@ Options of the program itself:
                      points on a Q1 hexahedron; 3 is the 2 x 2 x 2 Gauss rule)
   -distributed       each rank assembles only the elements touching its own rows and keeps
                      those rows (default: every rank assembles the whole mesh)
+  -matis             the matrix unassembled (MATIS), as PCBDDC and PCHPDDM take it: the
+                     elements split into one part per rank (-aux_partition), each rank's local
+                     matrix its part's stiffness (its subdomain's Neumann matrix)
   -o FILE            write the result as JSON
 
 The assembly, the subdomains of ``-aux`` and the distributed assembly are
@@ -52,7 +58,8 @@ import petsc4py
 petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
-from ddlearn.harness.fem import NU, attach_auxiliary, auxiliary, build, to_petsc  # noqa: E402
+from ddlearn.harness.bench import peak_mb_ranks, peak_reset  # noqa: E402
+from ddlearn.harness.fem import NU, attach_auxiliary, auxiliary, build, to_matis, to_petsc  # noqa: E402
 from ddlearn.harness.systems import solve_from_options  # noqa: E402
 
 
@@ -75,18 +82,29 @@ def main(argv: list[str] | None = None) -> dict:
                         opts.getInt("seed", 0), count, element, opts.getReal("nu", NU),
                         opts.getBool("ball", False), intorder,
                         assemble=not opts.getBool("distributed", False))
-        A, b, coords = to_petsc(problem, rigid_body_modes=opts.getBool("rigid_body_modes", True))
+        modes = opts.getBool("rigid_body_modes", True)
+        matis = opts.getBool("matis", False)
+        if matis:
+            A, b, coords = to_matis(problem, method=opts.getString("aux_partition", "metis"),
+                                    rigid_body_modes=modes)
+        else:
+            A, b, coords = to_petsc(problem, rigid_body_modes=modes)
         comm = A.getComm()
         parts = None
         if opts.getBool("aux", False):
+            if matis:
+                raise ValueError("-aux with -matis: a MATIS matrix carries its subdomains' "
+                                 "Neumann matrices itself; drop one of them")
             parts = opts.getInt("parts", 4 * comm.getSize())
             attach_auxiliary(A, *auxiliary(problem, A, parts,
                                            opts.getString("aux_partition", "metis")))
         out = {"dim": dim, "element": element, "unknowns": A.getSize()[0],
                "distributed": problem.A is None, "intorder": intorder,
                "elements": problem.mesh.t.shape[1], "contrast": contrast, "nu": problem.nu,
-               "ranks": comm.getSize(), "aux_parts": parts}
+               "ranks": comm.getSize(), "aux_parts": parts, "matis": matis}
+        peak_reset()
         out.update(solve_from_options(A, b))
+        out["peak_mb"] = peak_mb_ranks(comm.tompi4py())
         PETSc.Sys.Print(f"elasticity {dim}D {element.upper()}, {out['unknowns']} dofs, contrast {contrast:g}, "
                         f"{out['pc']}: {out['iterations']} iterations, {out['reason_name']}, true "
                         f"relative residual {out['rnorm_true']:.2e}, set-up "

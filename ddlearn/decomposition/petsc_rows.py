@@ -27,7 +27,7 @@ from .structured import Decomposition
 __all__ = ["RowLayout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
            "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin",
-           "gather_matrix", "scatter_rows", "assembled_aij", "matrix_family", "CONVERTED"]
+           "gather_matrix", "scatter_rows", "assembled_aij", "check_stored", "matrix_family", "CONVERTED"]
 
 #: matrix families (type without its ``seq``/``mpi`` prefix) that :func:`assembled_aij`
 #: converts to AIJ with ``MatConvert``: their entries are there, in another storage
@@ -44,23 +44,27 @@ def matrix_family(M: PETSc.Mat) -> str:
     return "aij" if t.startswith("aij") else t
 
 
-def assembled_aij(P: PETSc.Mat, out: PETSc.Mat | None = None) -> PETSc.Mat:
-    r"""The matrix whose rows a set-up reads: ``P`` itself when it is AIJ, else ``P`` converted
-    to AIJ (families :data:`CONVERTED`; same rows, block size and near-null space), into
-    ``out`` when given (an earlier conversion of a matrix of ``P``'s structure: new values, same
-    object). A type without stored entries (``shell``, ``python``, ``mffd``, ``nest``, ...) is
-    refused with a ``ValueError``: a Schwarz preconditioner factors blocks of entries, and
-    forming them from products with ``P`` would cost a product per column. The type is the
-    same on every rank, so is the error. Collective."""
-    family = matrix_family(P)
-    if family == "aij":
-        return P
-    if family not in CONVERTED:
+def check_stored(P: PETSc.Mat) -> None:
+    """Refuse (``ValueError``, the same on every rank: the type is) a Pmat without stored
+    entries (``shell``, ``python``, ``mffd``, ``nest``, ...): a Schwarz preconditioner factors
+    blocks of entries, and forming them from products with ``P`` would cost a product per
+    column."""
+    if matrix_family(P) not in ("aij", *CONVERTED):
         raise ValueError(f"the matrix the preconditioner is built from (Pmat) has type "
                          f"{P.getType()!r}, which stores no entries to take subdomain blocks "
                          f"from: give the KSP an assembled Pmat (KSPSetOperators(ksp, A, P) "
                          f"with P of type aij, baij, sbaij or is), e.g. the matrix a shell "
                          f"operator approximates")
+
+
+def assembled_aij(P: PETSc.Mat, out: PETSc.Mat | None = None) -> PETSc.Mat:
+    r"""The matrix whose rows a set-up reads: ``P`` itself when it is AIJ, else ``P`` converted
+    to AIJ (families :data:`CONVERTED`; same rows, block size and near-null space), into
+    ``out`` when given (an earlier conversion of a matrix of ``P``'s structure: new values, same
+    object). A type without stored entries is refused (:func:`check_stored`). Collective."""
+    if matrix_family(P) == "aij":
+        return P
+    check_stored(P)
     if out is None:
         out = PETSc.Mat()  # a new matrix: petsc4py converts in place without one
     P.convert(PETSc.Mat.Type.AIJ, out)

@@ -46,7 +46,7 @@ from ..classical.krylov import check_symmetric, options_ksp_type, require_symmet
 from ..classical.splitting import subdomain_neumann
 from ..classical.twolevel import TwoLevelSchwarz
 from ..decomposition.collective import collective_check
-from ..decomposition.petsc_rows import sequential_aij
+from ..decomposition.petsc_rows import check_stored, sequential_aij
 from ..decomposition.nullspace import near_null_space
 from ..decomposition.subdomains import Subdomains
 from ..decomposition.timing import Timer
@@ -123,6 +123,7 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
         it chose (collective)."""
         comm, prefix = pc.getComm(), _prefix(pc)
         _, P = pc.getOperators()
+        check_stored(P)  # before anything asks a matrix-free P for its entries
         rows, cols = P.getSize()
         collective_check(comm, rows == cols, f"the matrix is {rows} x {cols}: two-level Schwarz "
                          f"needs a square (SPD) matrix")

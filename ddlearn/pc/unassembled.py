@@ -28,7 +28,7 @@ from ..decomposition.petsc_rows import assembled_aij
 from ..decomposition.parallel_partition import DistributedGraph, grow_overlap_parallel
 from ..decomposition.subdomains import node_dofs
 
-__all__ = ["is_unassembled", "check_unassembled", "local_neumann"]
+__all__ = ["is_unassembled", "check_unassembled", "local_rows", "local_neumann"]
 
 
 def is_unassembled(P: PETSc.Mat) -> bool:
@@ -45,6 +45,7 @@ def check_unassembled(P: PETSc.Mat, settings, user_sets: bool, prefix: str) -> N
     r, c = rows.getIndices(), cols.getIndices()
     local = P.getISLocalMat()
     square = local.getSize()[0] == local.getSize()[1] and np.array_equal(r, c)
+    r = local_rows(P) if square else r
     collective_check(comm, square,
                      f"the MATIS operator's local matrix on this rank is {local.getSize()[0]} x "
                      f"{local.getSize()[1]} with {'the same' if np.array_equal(r, c) else 'different'}"
@@ -74,13 +75,24 @@ def check_unassembled(P: PETSc.Mat, settings, user_sets: bool, prefix: str) -> N
                      f"rows is the interface the processes share; use -{prefix}overlap 1 or more")
 
 
+def local_rows(P: PETSc.Mat) -> np.ndarray:
+    """The global row of each row of ``P``'s local matrix: the operator's local-to-global map,
+    composed with the local matrix's own map into it where it has one (a DMDA's ``MATIS``
+    keeps only the ghosted points its elements touch, through such a map)."""
+    L = P.getLGMap()[0].getIndices().astype(np.int64)
+    own = P.getISLocalMat().getLGMap()[0]
+    if own.handle:
+        L = L[own.getIndices()]
+    return L
+
+
 def local_neumann(P: PETSc.Mat, A: PETSc.Mat, overlap: int) -> tuple[np.ndarray, sp.csr_matrix]:
     r"""``(I, A^N)``: this process's subdomain — the rows :math:`L_p` of its local matrix grown by
     ``overlap`` layers of ``A``'s graph (``A``: ``P`` assembled; on the nodes for block size > 1),
     sorted — and its Neumann matrix on ``I``: :math:`A_p^N` in the rows of :math:`L_p`, zero on
     the added layers (collective)."""
     bs = P.getBlockSize()
-    L = P.getLGMap()[0].getIndices().astype(np.int64)
+    L = local_rows(P)
     graph = DistributedGraph.from_matrix(A, bs)
     nodes = np.unique(L // bs)
     I = node_dofs(grow_overlap_parallel(graph, [nodes], int(overlap))[0], bs)

@@ -340,7 +340,14 @@ class Spectral(CoarseSpace):
                    "interior": lambda: interior_partition_of_unity(inp.A, s, blocks)}[unity]()
         fallbacks, iterations, previous = 0, 0, {}
         solved = matched = warm = 0
+        n = inp.A.getSize()[0]
         for k, (i, I, D, AN, AR) in enumerate(zip(s.ids, s.overlapping, weights, ANs, rights)):
+            if len(I) == n:
+                # the subdomain is the whole matrix (one process's MATIS): its local solve is
+                # exact, nothing is left for a coarse space to correct
+                found[int(i)] = (I[:0], D[:0], np.zeros((0, 0)), np.zeros(0))
+                solved += 1
+                continue
             start, key = None, rows_fingerprint(I) if settings.warm_start else None
             if key is not None and key == self._previous.get(int(i), (None,))[0]:
                 matched += 1
