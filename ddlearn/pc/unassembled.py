@@ -42,18 +42,19 @@ def check_unassembled(P: PETSc.Mat, settings, user_sets: bool, prefix: str) -> N
     user's own subdomains, no overlap (collective)."""
     comm = P.getComm()
     rows, cols = P.getLGMap()
-    r, c = rows.getIndices(), cols.getIndices()
+    same = np.array_equal(rows.getIndices(), cols.getIndices())
     local = P.getISLocalMat()
-    square = local.getSize()[0] == local.getSize()[1] and np.array_equal(r, c)
-    r = local_rows(P) if square else r
+    square = local.getSize()[0] == local.getSize()[1] and same
     collective_check(comm, square,
                      f"the MATIS operator's local matrix on this rank is {local.getSize()[0]} x "
-                     f"{local.getSize()[1]} with {'the same' if np.array_equal(r, c) else 'different'}"
-                     f" row and column maps: a subdomain's Neumann matrix is square, on one "
+                     f"{local.getSize()[1]} with {'the same' if same else 'different'} row and "
+                     f"column maps: a subdomain's Neumann matrix is square, on one "
                      f"local-to-global map for rows and columns (MatCreateIS with rmap = cmap)")
-    collective_check(comm, len(np.unique(r)) == len(r),
-                     "the MATIS operator's local-to-global map repeats a global row on this rank: "
-                     "number each local row of a process's local matrix as a distinct global row")
+    r = local_rows(P)
+    collective_check(comm, len(np.unique(r)) == len(r) and (len(r) == 0 or r.min() >= 0),
+                     "the MATIS operator's local-to-global map repeats a global row, or leaves "
+                     "one without, on this rank: number each local row of a process's local "
+                     "matrix as a distinct global row")
     size = comm.getSize()
     collective_check(comm, settings.subdomains in (None, size),
                      f"-{prefix}subdomains {settings.subdomains} with a MATIS operator: its "
@@ -77,12 +78,19 @@ def check_unassembled(P: PETSc.Mat, settings, user_sets: bool, prefix: str) -> N
 
 def local_rows(P: PETSc.Mat) -> np.ndarray:
     """The global row of each row of ``P``'s local matrix: the operator's local-to-global map,
-    composed with the local matrix's own map into it where it has one (a DMDA's ``MATIS``
-    keeps only the ghosted points its elements touch, through such a map)."""
+    through the local matrix's own map where it has one. PETSc gives the local matrix such a
+    map when the operator's map has unused (negative) or repeated entries, as a DMDA's
+    ``MATIS`` does (its ghosted points, of which the local matrix keeps those its elements
+    touch): it takes an index of the operator's map to a row of the local matrix (-1: none)."""
     L = P.getLGMap()[0].getIndices().astype(np.int64)
-    own = P.getISLocalMat().getLGMap()[0]
+    local = P.getISLocalMat()
+    own = local.getLGMap()[0]
     if own.handle:
-        L = L[own.getIndices()]
+        into = own.getIndices()
+        rows = np.full(local.getSize()[0], -1, dtype=np.int64)
+        keep = into >= 0
+        rows[into[keep]] = L[keep]
+        L = rows
     return L
 
 
