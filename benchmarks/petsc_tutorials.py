@@ -173,6 +173,14 @@ def _memory(out: str) -> dict:
     return {"peak_mb_max": hi, "peak_mb_min": lo, "peak_mb_total": total}
 
 
+def _failure(text: str) -> str:
+    """The error lines of a failed run's output, without the machine's paths (directories
+    dropped) or PETSc's configure line."""
+    lines = [re.sub(r"(?:/[\w.+-]+)+/", "", line) for line in text.splitlines()
+             if re.search(r"Error|error", line) and "Configure options" not in line]
+    return "\n".join(lines)[-3000:]
+
+
 def run_c(exe: Path, case: dict, options: list[str]) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as f:
         log = f.name
@@ -187,7 +195,7 @@ def run_c(exe: Path, case: dict, options: list[str]) -> dict:
     m = re.search(r"Linear solve (converged|did not converge) due to (\S+) iterations (\d+)",
                   text)
     if p.returncode or not m:
-        rec["error"] = text[-3000:]
+        rec["error"] = _failure(text)
         return rec
     rec.update(converged=m.group(1) == "converged", reason_name=m.group(2),
                iterations=int(m.group(3)), **_memory(text))
@@ -208,7 +216,7 @@ def run_client(case: dict, options: list[str]) -> dict:
     rec = {"command": shlex.join(["python", "examples/elasticity.py", *args]).replace(out, "OUT"),
            "returncode": p.returncode}
     if p.returncode:
-        rec["error"] = (p.stdout + p.stderr)[-3000:]
+        rec["error"] = _failure(p.stdout + p.stderr)
         return rec
     with open(out) as f:
         got = json.load(f)
@@ -292,8 +300,10 @@ def summary(data: dict) -> str:
     errors = [r for r in data["rows"] if r.get("error")]
     if errors:
         lines += ["", "Errors (the last lines):", ""]
-        lines += [f"- {r['case']} {r['method']}: `{r['error'].strip().splitlines()[-1][:300]}`"
-                  for r in errors]
+        for r in errors:
+            said = r["error"].strip().splitlines() or [""]
+            first = next((x for x in said if "Error:" in x), said[-1])
+            lines.append(f"- {r['case']} {r['method']}: `{first.strip()[:300]}`")
     return "\n".join(lines)
 
 
