@@ -75,15 +75,21 @@ def algebraic_neumann(A: PETSc.Mat, subdomains, blocks=None) -> list[sp.csr_matr
             for Ai, out in zip(blocks, _leaving(A, subdomains, blocks)[0])]
 
 
-def interior_partition_of_unity(A: PETSc.Mat, subdomains, blocks=None) -> list[np.ndarray]:
+def interior_partition_of_unity(A: PETSc.Mat, subdomains, blocks=None,
+                                neumann=None) -> list[np.ndarray]:
     r"""A partition of unity that vanishes on each subdomain's boundary rows (the rows with a
     coupling leaving :math:`I_i`): :math:`D_i = \chi_i / \sum_j R_jR_j^T\chi_j`, :math:`\chi_i`
     the indicator of :math:`I_i`'s interior. With the exact (auxiliary) Neumann matrices this is
     GenEO's: a coarse vector :math:`R_i^TD_iv` then does not reach the elements outside the
-    subdomain, whose energy :math:`A_i^N` does not see (collective)."""
+    subdomain, whose energy :math:`A_i^N` does not see (collective). With ``neumann`` (the
+    Neumann matrices), :math:`\chi_i` is also zero on the rows no energy of :math:`A_i^N`
+    reaches (a zero diagonal: a ``MATIS`` process's matrix padded on the overlap layers), where
+    :math:`A_i^N v = \lambda D_iA_iD_i v` would otherwise have spurious eigenvalues near 0."""
     blocks = dirichlet_blocks(A, subdomains) if blocks is None else blocks
     chis = [(out <= 1e-12 * np.maximum(total, 1e-300)).astype(np.float64)
             for out, total in zip(*_leaving(A, subdomains, blocks))]
+    if neumann is not None:
+        chis = [chi * (AN.diagonal() != 0) for chi, AN in zip(chis, neumann)]
     counts = subdomains.summed(A, chis)
     return [np.where(c > 0, chi / np.where(c > 0, c, 1.0), 0.0) for chi, c in zip(chis, counts)]
 

@@ -337,7 +337,7 @@ class Spectral(CoarseSpace):
             unity = "interior" if inp.auxiliary is not None else "multiplicity"
         weights = {"multiplicity": lambda: s.weights,
                    "boolean": lambda: boolean_partition_of_unity(s),
-                   "interior": lambda: interior_partition_of_unity(inp.A, s, blocks)}[unity]()
+                   "interior": lambda: interior_partition_of_unity(inp.A, s, blocks, ANs)}[unity]()
         fallbacks, iterations, previous = 0, 0, {}
         solved = matched = warm = 0
         n = inp.A.getSize()[0]
