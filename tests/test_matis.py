@@ -16,7 +16,7 @@ from conftest import apply_gathered, gathered_csr, pc_from_options, petsc_option
 from ddlearn.classical.krylov import solve
 from ddlearn.decomposition.petsc_rows import assembled_aij
 from ddlearn.harness import fem
-from ddlearn.pc import set_auxiliary_matrices, set_coordinates, set_subdomains
+from ddlearn.pc import TwoLevelSchwarzPC, set_auxiliary_matrices, set_coordinates, set_subdomains
 from ddlearn.pc.unassembled import local_neumann, local_rows
 
 COMM = MPI.COMM_WORLD
@@ -151,7 +151,6 @@ def test_a_dense_pmat_preconditions_its_matrix(problem):
     ksp.setTolerances(rtol=1e-8)
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ksp.getPC().setType("python")
-    from ddlearn.pc import TwoLevelSchwarzPC
     ksp.getPC().setPythonContext(TwoLevelSchwarzPC(subdomains=4))
     x = b.duplicate()
     ksp.solve(b, x)

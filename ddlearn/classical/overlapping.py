@@ -24,6 +24,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.collective import collective_check
+from ..decomposition.petsc_rows import assembled_aij
 from ..decomposition.petsc_rows import sequential_aij
 
 __all__ = ["ASM_TYPES", "LOCAL_SOLVERS", "LocalFactorisation", "is_symmetric",
@@ -66,12 +67,11 @@ def is_symmetric(A: PETSc.Mat) -> bool | None:
         # matrix; otherwise the assembled sum decides
         rows, cols = A.getLGMap()
         local = A.getISLocalMat()
-        same = rows.getIndices().shape == cols.getIndices().shape and \
-            np.array_equal(rows.getIndices(), cols.getIndices())
-        mine = same and local.getSize()[0] == local.getSize()[1] and is_symmetric(local)
+        mine = np.array_equal(rows.getIndices(), cols.getIndices()) and \
+            local.getSize()[0] == local.getSize()[1] and is_symmetric(local)
         if A.getComm().tompi4py().allreduce(bool(mine), op=MPI.LAND):
             return True
-        B = A.convert(PETSc.Mat.Type.AIJ, PETSc.Mat())
+        B = assembled_aij(A)
         try:
             return is_symmetric(B)
         finally:

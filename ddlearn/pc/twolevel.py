@@ -52,7 +52,7 @@ from ..decomposition.subdomains import Subdomains
 from ..decomposition.timing import Timer
 from .inputs import get_coordinates, set_coordinates, user_auxiliary, user_subdomains
 from .settings import Settings
-from .unassembled import check_unassembled, is_unassembled, local_neumann
+from .unassembled import check_unassembled, is_unassembled, local_neumann, neumann_on
 
 __all__ = ["TwoLevelSchwarzPC", "TwoLevel", "two_level"]
 
@@ -212,7 +212,7 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
         given = pc.getOperators()[1]
         if is_unassembled(given) and not initial:
             # new values in the processes' local matrices
-            self._input.auxiliary = [local_neumann(given, P, self.settings.overlap)[1]]
+            self._input.auxiliary = [neumann_on(given, self.subdomains.overlapping[0])]
         if self.space is not None and (initial or self.space.value_dependent):
             self.two_level.set_coarse_basis(None)
             if self.Phi is not None:

@@ -28,7 +28,7 @@ from ..decomposition.petsc_rows import assembled_aij
 from ..decomposition.parallel_partition import DistributedGraph, grow_overlap_parallel
 from ..decomposition.subdomains import node_dofs
 
-__all__ = ["is_unassembled", "check_unassembled", "local_rows", "local_neumann"]
+__all__ = ["is_unassembled", "check_unassembled", "local_rows", "local_neumann", "neumann_on"]
 
 
 def is_unassembled(P: PETSc.Mat) -> bool:
@@ -97,13 +97,19 @@ def local_rows(P: PETSc.Mat) -> np.ndarray:
 def local_neumann(P: PETSc.Mat, A: PETSc.Mat, overlap: int) -> tuple[np.ndarray, sp.csr_matrix]:
     r"""``(I, A^N)``: this process's subdomain — the rows :math:`L_p` of its local matrix grown by
     ``overlap`` layers of ``A``'s graph (``A``: ``P`` assembled; on the nodes for block size > 1),
-    sorted — and its Neumann matrix on ``I``: :math:`A_p^N` in the rows of :math:`L_p`, zero on
-    the added layers (collective)."""
+    sorted — and its Neumann matrix on ``I`` (:func:`neumann_on`) (collective)."""
     bs = P.getBlockSize()
-    L = local_rows(P)
     graph = DistributedGraph.from_matrix(A, bs)
-    nodes = np.unique(L // bs)
+    nodes = np.unique(local_rows(P) // bs)
     I = node_dofs(grow_overlap_parallel(graph, [nodes], int(overlap))[0], bs)
+    return I, neumann_on(P, I)
+
+
+def neumann_on(P: PETSc.Mat, I: np.ndarray) -> sp.csr_matrix:
+    r""":math:`A_p^N` on the sorted rows ``I`` (which hold :math:`L_p`): the process's local
+    matrix in the rows of :math:`L_p`, zero on the others; what a values-only update re-reads
+    (the subdomain stays)."""
+    L = local_rows(P)
     local = P.getISLocalMat()
     aij = assembled_aij(local)  # an SBAIJ local matrix stores half of its entries
     indptr, indices, values = aij.getValuesCSR()
@@ -111,4 +117,4 @@ def local_neumann(P: PETSc.Mat, A: PETSc.Mat, overlap: int) -> tuple[np.ndarray,
         aij.destroy()
     at = np.searchsorted(I, L)
     AN = sp.csr_matrix((values, indices, indptr), shape=(len(L), len(L))).tocoo()
-    return I, sp.csr_matrix((AN.data, (at[AN.row], at[AN.col])), shape=(len(I), len(I)))
+    return sp.csr_matrix((AN.data, (at[AN.row], at[AN.col])), shape=(len(I), len(I)))
