@@ -34,7 +34,9 @@ Cholesky, CHOLMOD's where the PETSc build has it) on ``COMM_SELF`` per subdomain
 ARPACK with the same factorisation.
 
 Options (``-<prefix>ddlearn_spectral_``): ``nev k`` (default 8), ``threshold tau`` (default 0:
-all ``nev``), ``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
+all ``nev``; :math:`\tau > 0`: the eigenvalues below :math:`\tau`, ``nev`` the cap, SLEPc's
+eigensolve stopping once it has them and growing in rounds from :data:`GROW_FROM` pairs
+until it has them or the cap), ``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
 {auto,multiplicity,boolean,interior}`` (default auto), ``eigensolver {slepc,scipy}``, ``tol``,
 ``warm_start`` (default off), ``share_factor`` (default on) and SLEPc's own under ``eps_``.
 
@@ -156,18 +158,34 @@ def _start_vectors(start: np.ndarray, nev: int) -> list:
     return [start.sum(axis=1)] + [start[:, k] for k in range(start.shape[1] - 1)]
 
 
+#: with a threshold, the first round of a growing eigensolve asks for this many pairs
+GROW_FROM = 8
+
+
 def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
-           start: np.ndarray | None = None, factored: tuple = (None, None)):
+           start: np.ndarray | None = None, factored: tuple = (None, None),
+           threshold: float = 0.0):
     r"""SLEPc's Krylov--Schur on :math:`Bv = \mu Mv`; ``factored``: ``(Mp, ksp)``, ``M`` as a
     PETSc matrix and a KSP whose PC has factored it (:mod:`~ddlearn.classical.shared_factor`),
-    for the spectral transform to solve with; ``(None, None)``: ``M`` factored here."""
+    for the spectral transform to solve with; ``(None, None)``: ``M`` factored here.
+
+    ``threshold`` :math:`\tau > 0`: the pairs of :math:`\mu > 1/\tau` (:math:`\lambda <
+    \tau`), at most ``nev``, found in rounds: :data:`GROW_FROM` pairs first, SLEPc's threshold
+    test (``EPSSetThreshold``) ending a round at the first :math:`\mu` below :math:`1/\tau`;
+    while a round returns only pairs above it, the next asks for as many again as found so far,
+    with those found as the deflation space (``EPSSetDeflationSpace``: the next pairs are the
+    next eigenvalues, :math:`M`-orthogonal to the found ones). A subdomain that needs few vectors
+    so costs a search space of about ``2 * GROW_FROM``, not ``2 * nev``."""
     lent, lent_ksp = factored
     Bp, Mp = sequential_aij(B), lent if lent is not None else sequential_aij(M)
     eps = SLEPc.EPS().create(comm=PETSc.COMM_SELF)
     eps.setOperators(Bp, Mp)
     eps.setProblemType(SLEPc.EPS.ProblemType.GHEP)
     eps.setWhichEigenpairs(SLEPc.EPS.Which.LARGEST_REAL)
-    eps.setDimensions(nev)
+    ask = nev if threshold <= 0 else min(nev, GROW_FROM)
+    eps.setDimensions(ask)
+    if threshold > 0:
+        eps.setThreshold(1.0 / threshold)
     eps.setTolerances(tol, 1000)
     ksp = eps.getST().getKSP()
     ksp.setType(PETSc.KSP.Type.PREONLY)
@@ -184,30 +202,43 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
         ksp.setPC(lent_ksp.getPC())
     space = []
     if start is not None:
-        for column in _start_vectors(start, nev):
+        for column in _start_vectors(start, ask):
             v = Bp.createVecRight()
             v.setArray(column)
             space.append(v)
         eps.setInitialSpace(space)
-    eps.solve()
-    iterations = eps.getIterationNumber()
-    found = eps.getConverged()
-    mu, V = np.zeros(min(found, nev)), np.zeros((B.shape[0], min(found, nev)))
-    vr = Bp.createVecRight()
-    for k in range(len(mu)):
-        mu[k] = eps.getEigenpair(k, vr).real
-        V[:, k] = vr.getArray(readonly=True)
+    mu, found, iterations, rounds = [], [], 0, 0
+    while True:
+        eps.solve()
+        rounds += 1
+        iterations += eps.getIterationNumber()
+        got = min(eps.getConverged(), ask)
+        for k in range(got):
+            vr = Bp.createVecRight()
+            mu.append(eps.getEigenpair(k, vr).real)
+            found.append(vr)
+        # another round only while every pair of this one is wanted and the cap allows more
+        if threshold <= 0 or got < ask or not got or min(mu[-got:]) <= 1.0 / threshold \
+                or len(mu) >= nev:
+            break
+        ask = min(len(mu), nev - len(mu))
+        eps.setDimensions(ask)
+        eps.setDeflationSpace(found)
+    V = np.column_stack([v.getArray(readonly=True) for v in found]) if found else \
+        np.zeros((B.shape[0], 0))
+    order = np.argsort(mu)[::-1]
+    mu, V = np.asarray(mu)[order], V[:, order]
     if lent_ksp is not None:
         # hand the lent PC back before the EPS goes: SLEPc's reset of its transform resets
         # the transform's PC (PCReset), which would discard the lent factorisation
         spare = PETSc.PC().create(comm=PETSc.COMM_SELF)
         ksp.setPC(spare)
         spare.destroy()
-    for o in (eps, Bp, vr, *space):
+    for o in (eps, Bp, *found, *space):
         o.destroy()
     if lent is None:
         Mp.destroy()
-    return mu, V, {"iterations": int(iterations), "warm": start is not None}
+    return mu, V, {"iterations": int(iterations), "rounds": rounds, "warm": start is not None}
 
 
 def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
@@ -244,10 +275,13 @@ def local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: SpectralSetti
     nev = min(settings.nev, AN.shape[0])
     if settings.eigensolver == "slepc" and lend is not None:
         with lend(M) as factored:
-            mu, V, info = _slepc(B, M, nev, settings.tol, prefix, start, factored)
+            mu, V, info = _slepc(B, M, nev, settings.tol, prefix, start, factored,
+                                 settings.threshold)
+    elif settings.eigensolver == "slepc":
+        mu, V, info = _slepc(B, M, nev, settings.tol, prefix, start,
+                             threshold=settings.threshold)
     else:
-        solve = _slepc if settings.eigensolver == "slepc" else _scipy
-        mu, V, info = solve(B, M, nev, settings.tol, prefix, start)
+        mu, V, info = _scipy(B, M, nev, settings.tol, prefix, start)
     if details is not None:
         details.update(info, vectors=V)
     lam = 1.0 / np.maximum(mu, 1e-300)
