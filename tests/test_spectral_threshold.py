@@ -1,7 +1,7 @@
-"""The spectral coarse space's threshold (-ddlearn_spectral_threshold): SLEPc's growing,
-threshold-stopped eigensolve keeps exactly the pairs below the threshold that a dense solve of
-the same pencil has, up to the nev cap, and asks for fewer pairs than the cap when few are
-wanted."""
+"""The spectral coarse space's threshold (-ddlearn_spectral_threshold): SLEPc's
+threshold-stopped eigensolve with a small projected dimension keeps exactly the pairs below the
+threshold that a dense solve of the same pencil has, up to the nev cap; eigenvectors that give
+the same coarse vector D_i v are reduced to independent ones."""
 import numpy as np
 import pytest
 import scipy.linalg as sla
@@ -42,30 +42,40 @@ def _dense(AN, D, tau, nev, vectors=False):
     return W[:, keep] if vectors else 1.0 / mu[keep]
 
 
-@pytest.mark.parametrize("channels,nev", [(2, 40), (11, 40), (11, 9)])
-def test_threshold_keeps_the_dense_solves_pairs(channels, nev, monkeypatch):
-    AN, D = _subdomain(channels)
+@pytest.mark.parametrize("channels,nev,n,projected", [(2, 40, 24, None), (11, 40, 24, None),
+                                                      (11, 9, 24, None), (19, 40, 40, 8)])
+def test_threshold_keeps_the_dense_solves_pairs(channels, nev, n, projected, monkeypatch):
+    """projected 8: more wanted pairs than SLEPc's projected dimension, found past it."""
+    if projected is not None:
+        monkeypatch.setattr(spectral, "PROJECTED", projected)
+    AN, D = _subdomain(channels, n)
     tau = 0.1
-    asked = []
-    solve = spectral._slepc
-
-    def recording(*args, **kwargs):
-        mu, V, info = solve(*args, **kwargs)
-        asked.append(info["rounds"])
-        return mu, V, info
-
-    monkeypatch.setattr(spectral, "_slepc", recording)
     lam, V = local_eigenvectors(AN, D, SpectralSettings(nev, threshold=tau, tol=1e-12))
     want = _dense(AN, D, tau, nev)
     assert len(want) > 0
     np.testing.assert_allclose(lam, want, rtol=1e-7)
     assert V.shape == (AN.shape[0], len(want))
     B, M = regularised_pencil(AN, D)
-    # M-orthonormal eigenvectors of the pencil, also across the rounds' deflation
+    # M-orthonormal eigenvectors of the pencil, also past the projected dimension
     np.testing.assert_allclose(V.T @ (M @ V), np.eye(len(want)), atol=1e-4)
     # the span of the dense solve's eigenvectors (M-orthonormal W): V^T M W orthogonal
     W = _dense(AN, D, tau, nev, vectors=True)
     cosines = np.linalg.svd(V.T @ (M @ W), compute_uv=False)
     np.testing.assert_allclose(cosines, 1.0, atol=1e-4)
-    # more wanted pairs than the first round holds: the solve grew past it
-    assert (asked[0] > 1) == (len(want) >= spectral.GROW_FROM)
+
+
+def test_dependent_coarse_vectors_are_dropped_keeping_the_span():
+    rng = np.random.default_rng(0)
+    D = np.where(np.arange(30) < 20, rng.uniform(0.2, 1.0, 30), 0.0)
+    V = rng.standard_normal((30, 4))
+    V[:, 3] = 2.0 * V[:, 0] - V[:, 2]
+    V[20:, 3] = rng.standard_normal(10)  # differs from a combination only where D is zero
+    W, dropped = spectral.independent_columns(D, V)
+    assert dropped == 1 and W.shape == (30, 3)
+    before, after = np.linalg.qr(D[:, None] * V)[0][:, :3], D[:, None] * W
+    # the same coarse span: D V's columns lie in span(D W)
+    residual = D[:, None] * V - after @ np.linalg.lstsq(after, D[:, None] * V, rcond=None)[0]
+    assert np.linalg.norm(residual) < 1e-10 * np.linalg.norm(D[:, None] * V)
+    assert np.linalg.matrix_rank(before) == 3
+    W, dropped = spectral.independent_columns(D, V[:, :3])
+    assert dropped == 0 and W is not None and np.array_equal(W, V[:, :3])

@@ -35,8 +35,8 @@ ARPACK with the same factorisation.
 
 Options (``-<prefix>ddlearn_spectral_``): ``nev k`` (default 8), ``threshold tau`` (default 0:
 all ``nev``; :math:`\tau > 0`: the eigenvalues below :math:`\tau`, ``nev`` the cap, SLEPc's
-eigensolve stopping once it has them and growing in rounds from :data:`GROW_FROM` pairs
-until it has them or the cap), ``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
+eigensolve stopping once it has them, its restarts sized :data:`PROJECTED`, not ``nev``),
+``pencil {neumann,dirichlet}`` (default dirichlet), ``partition_of_unity
 {auto,multiplicity,boolean,interior}`` (default auto), ``eigensolver {slepc,scipy}``, ``tol``,
 ``warm_start`` (default off), ``share_factor`` (default on) and SLEPc's own under ``eps_``.
 
@@ -158,8 +158,8 @@ def _start_vectors(start: np.ndarray, nev: int) -> list:
     return [start.sum(axis=1)] + [start[:, k] for k in range(start.shape[1] - 1)]
 
 
-#: with a threshold, the first round of a growing eigensolve asks for this many pairs
-GROW_FROM = 8
+#: with a threshold, SLEPc's largest projected dimension (``mpd``): the cost of a restart
+PROJECTED = 32
 
 
 def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
@@ -170,22 +170,23 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
     for the spectral transform to solve with; ``(None, None)``: ``M`` factored here.
 
     ``threshold`` :math:`\tau > 0`: the pairs of :math:`\mu > 1/\tau` (:math:`\lambda <
-    \tau`), at most ``nev``, found in rounds: :data:`GROW_FROM` pairs first, SLEPc's threshold
-    test (``EPSSetThreshold``) ending a round at the first :math:`\mu` below :math:`1/\tau`;
-    while a round returns only pairs above it, the next asks for as many again as found so far,
-    with those found as the deflation space (``EPSSetDeflationSpace``: the next pairs are the
-    next eigenvalues, :math:`M`-orthogonal to the found ones). A subdomain that needs few vectors
-    so costs a search space of about ``2 * GROW_FROM``, not ``2 * nev``."""
+    \tau`), at most ``nev``: SLEPc's threshold test (``EPSSetThreshold``) stops the solve at
+    the first converged :math:`\mu` below :math:`1/\tau`, and a projected dimension of
+    :data:`PROJECTED` (``mpd``; ``ncv = nev + mpd``) makes each restart cost
+    ``PROJECTED`` vectors' work, not ``2 * nev``: Krylov--Schur locks the converged pairs and
+    goes on past them; SLEPc's default, ``mpd = ncv = 2 * nev``, makes a large cap cost as
+    much as computing all of it (``-{prefix}eps_mpd`` overrides it)."""
     lent, lent_ksp = factored
     Bp, Mp = sequential_aij(B), lent if lent is not None else sequential_aij(M)
     eps = SLEPc.EPS().create(comm=PETSc.COMM_SELF)
     eps.setOperators(Bp, Mp)
     eps.setProblemType(SLEPc.EPS.ProblemType.GHEP)
     eps.setWhichEigenpairs(SLEPc.EPS.Which.LARGEST_REAL)
-    ask = nev if threshold <= 0 else min(nev, GROW_FROM)
-    eps.setDimensions(ask)
     if threshold > 0:
+        eps.setDimensions(nev, PETSc.DECIDE, min(nev, PROJECTED))
         eps.setThreshold(1.0 / threshold)
+    else:
+        eps.setDimensions(nev)
     eps.setTolerances(tol, 1000)
     ksp = eps.getST().getKSP()
     ksp.setType(PETSc.KSP.Type.PREONLY)
@@ -202,43 +203,30 @@ def _slepc(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str
         ksp.setPC(lent_ksp.getPC())
     space = []
     if start is not None:
-        for column in _start_vectors(start, ask):
+        for column in _start_vectors(start, nev):
             v = Bp.createVecRight()
             v.setArray(column)
             space.append(v)
         eps.setInitialSpace(space)
-    mu, found, iterations, rounds = [], [], 0, 0
-    while True:
-        eps.solve()
-        rounds += 1
-        iterations += eps.getIterationNumber()
-        got = min(eps.getConverged(), ask)
-        for k in range(got):
-            vr = Bp.createVecRight()
-            mu.append(eps.getEigenpair(k, vr).real)
-            found.append(vr)
-        # another round only while every pair of this one is wanted and the cap allows more
-        if threshold <= 0 or got < ask or not got or min(mu[-got:]) <= 1.0 / threshold \
-                or len(mu) >= nev:
-            break
-        ask = min(len(mu), nev - len(mu))
-        eps.setDimensions(ask)
-        eps.setDeflationSpace(found)
-    V = np.column_stack([v.getArray(readonly=True) for v in found]) if found else \
-        np.zeros((B.shape[0], 0))
-    order = np.argsort(mu)[::-1]
-    mu, V = np.asarray(mu)[order], V[:, order]
+    eps.solve()
+    iterations = eps.getIterationNumber()
+    found = eps.getConverged()
+    mu, V = np.zeros(min(found, nev)), np.zeros((B.shape[0], min(found, nev)))
+    vr = Bp.createVecRight()
+    for k in range(len(mu)):
+        mu[k] = eps.getEigenpair(k, vr).real
+        V[:, k] = vr.getArray(readonly=True)
     if lent_ksp is not None:
         # hand the lent PC back before the EPS goes: SLEPc's reset of its transform resets
         # the transform's PC (PCReset), which would discard the lent factorisation
         spare = PETSc.PC().create(comm=PETSc.COMM_SELF)
         ksp.setPC(spare)
         spare.destroy()
-    for o in (eps, Bp, *found, *space):
+    for o in (eps, Bp, vr, *space):
         o.destroy()
     if lent is None:
         Mp.destroy()
-    return mu, V, {"iterations": int(iterations), "rounds": rounds, "warm": start is not None}
+    return mu, V, {"iterations": int(iterations), "warm": start is not None}
 
 
 def _scipy(B: sp.csr_matrix, M: sp.csr_matrix, nev: int, tol: float, prefix: str,
@@ -319,6 +307,29 @@ def robust_local_eigenvectors(AN: sp.csr_matrix, D: np.ndarray, settings: Spectr
         raise RuntimeError(f"{first}; with scipy: {e}") from e
 
 
+#: a column of :math:`D_iV_i` whose singular value is below this times the largest is dependent
+DEPENDENT = 1e-10
+
+
+def independent_columns(D: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, int]:
+    r"""``(V', dropped)``: ``V`` itself when the coarse vectors :math:`D_iV_i` are independent,
+    else :math:`V' = VQ_r` with :math:`D_iV = P\Sigma Q^T` and :math:`Q_r` the right singular
+    vectors of :math:`\sigma > 10^{-10}\sigma_1` (:data:`DEPENDENT`): the same span, without
+    the directions that would make :math:`\Phi^TA\Phi` singular.
+
+    Eigenvectors that differ only where :math:`D_i` is zero give the same coarse vector: with
+    the interior partition of unity, a subdomain whose Neumann matrix has several near-zero
+    modes supported near its boundary (one process's MATIS of a scalar problem) gives such
+    pairs."""
+    if V.shape[1] < 2:
+        return V, 0
+    _, sigma, Qt = np.linalg.svd(D[:, None] * V, full_matrices=False)
+    rank = int(np.sum(sigma > DEPENDENT * sigma[0])) if sigma[0] > 0 else 0
+    if rank == V.shape[1]:
+        return V, 0
+    return V @ Qt[:rank].T, V.shape[1] - rank
+
+
 class Spectral(CoarseSpace):
     """The spectral coarse space; keywords as :class:`SpectralSettings`."""
 
@@ -372,7 +383,7 @@ class Spectral(CoarseSpace):
         weights = {"multiplicity": lambda: s.weights,
                    "boolean": lambda: boolean_partition_of_unity(s),
                    "interior": lambda: interior_partition_of_unity(inp.A, s, blocks, ANs)}[unity]()
-        fallbacks, iterations, previous = 0, 0, {}
+        fallbacks, iterations, dropped, previous = 0, 0, 0, {}
         solved = matched = warm = 0
         n = inp.A.getSize()[0]
         for k, (i, I, D, AN, AR) in enumerate(zip(s.ids, s.overlapping, weights, ANs, rights)):
@@ -405,7 +416,9 @@ class Spectral(CoarseSpace):
                 problems.append(f"subdomain {int(i)}: {V.shape[1]} of {settings.nev} "
                                 f"eigenpairs converged")
             keep = D != 0  # rows a zero weight takes out of R_i^T D_i v (Boolean: the overlap)
-            found[int(i)] = (I[keep], D[keep], V[keep], lam)
+            V, dependent = independent_columns(D[keep], V[keep])
+            dropped += dependent
+            found[int(i)] = (I[keep], D[keep], V, lam)
         collective_check(comm, not problems,
                          "the spectral coarse space's eigensolve failed on " + "; ".join(problems)
                          + f": try the other -{self._prefix}eigensolver, a smaller "
@@ -413,7 +426,7 @@ class Spectral(CoarseSpace):
                          f"-{self._prefix}eps_max_it")
         out = subdomain_columns(comm, s.N, {i: f[:3] for i, f in found.items()})
         out.neumann = ANs
-        counts = [len(f[3]) for f in found.values()]
+        counts = [f[2].shape[1] for f in found.values()]
         largest = [float(f[3].max()) for f in found.values() if len(f[3])]
         mpi = comm.tompi4py()
         self.found = {
@@ -424,6 +437,7 @@ class Spectral(CoarseSpace):
             "auxiliary": inp.auxiliary is not None,
             "partition_of_unity_used": unity,
             "scipy_fallbacks": mpi.allreduce(fallbacks),
+            "dependent_dropped": mpi.allreduce(dropped),
             "shared_factorisations": mpi.allreduce(lender.shared if lender is not None else 0),
             "eps_iterations": mpi.allreduce(iterations)}
         if settings.warm_start:
