@@ -14,6 +14,15 @@
                         code converges alike, not to the same last digit)
     -pc_apply_check FILE   FILE holds Vecs x and y (natural numbering): fail unless
                         ||PC(x) - y|| <= 1e-12 ||y||
+    -aux                hand a domain-decomposition PC this rank's overlapping subdomain (its
+                        rows grown by one grid layer, n^(dim-1) rows each side) and that
+                        subdomain's Neumann matrix, the way PCHPDDMSetAuxiliaryMat takes one:
+                        composed on the matrix (PetscObjectCompose) under the names ddlearn's PC
+                        reads (ddlearn_subdomains_overlapping, ddlearn_subdomain_offsets,
+                        ddlearn_auxiliary_0)
+    -near_null_space    attach the constant and the x coordinate as the matrix's near-null
+                        space (MatSetNearNullSpace), as an elasticity code attaches its
+                        rigid-body modes
 
   ddlearn's Python preconditioner from this program: PETSc starts Python when it is given
   -python (the interpreter whose site-packages hold petsc4py and ddlearn), and PETSC_DIR must be
@@ -30,6 +39,47 @@
 */
 #include <petscksp.h>
 
+/* The Neumann matrix of the rows [start, end): the difference stencil assembled edge by edge,
+   h^{-2} (u_p - u_q) for each grid edge with both ends inside, h^{-2} u_p for each edge to the
+   Dirichlet boundary; edges leaving the subdomain into the domain are left out. Its rows and
+   columns are numbered start, start + 1, ... from 0. */
+static PetscErrorCode NeumannMatrix(PetscInt dim, PetscInt n, PetscInt start, PetscInt end, PetscReal h2inv, Mat *AN)
+{
+  PetscInt    row, d, ncols, c[3], cols[7];
+  PetscScalar vals[7];
+
+  PetscFunctionBeginUser;
+  PetscCall(MatCreateSeqAIJ(PETSC_COMM_SELF, end - start, end - start, 2 * dim + 1, NULL, AN));
+  for (row = start; row < end; row++) {
+    PetscInt stride = 1, local = row - start;
+
+    c[0]    = row % n;
+    c[1]    = (row / n) % n;
+    c[2]    = row / (n * n);
+    cols[0] = local;
+    vals[0] = 0.0;
+    ncols   = 1;
+    for (d = 0; d < dim; d++, stride *= n) {
+      PetscInt q;
+
+      for (q = -1; q <= 1; q += 2) {
+        PetscInt nb = row + q * stride;
+
+        if ((q < 0 && c[d] == 0) || (q > 0 && c[d] == n - 1)) vals[0] += h2inv; /* Dirichlet */
+        else if (nb >= start && nb < end) {
+          vals[0] += h2inv;
+          cols[ncols]   = nb - start;
+          vals[ncols++] = -h2inv;
+        }
+      }
+    }
+    PetscCall(MatSetValues(*AN, 1, &local, ncols, cols, vals, INSERT_VALUES));
+  }
+  PetscCall(MatAssemblyBegin(*AN, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatAssemblyEnd(*AN, MAT_FINAL_ASSEMBLY));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
   Mat                A;
@@ -41,6 +91,7 @@ int main(int argc, char **argv)
   PetscReal          h2inv, rnorm, bnorm, max_residual = -1.0;
   KSPConvergedReason reason;
   char               check[PETSC_MAX_PATH_LEN] = "";
+  PetscBool          aux = PETSC_FALSE, nearnull = PETSC_FALSE;
 
   PetscFunctionBeginUser;
   PetscCall(PetscInitialize(&argc, &argv, NULL, NULL));
@@ -49,6 +100,8 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetReal(NULL, NULL, "-max_residual", &max_residual, NULL));
   PetscCall(PetscOptionsGetInt(NULL, NULL, "-expect_iterations", &expect, NULL));
   PetscCall(PetscOptionsGetString(NULL, NULL, "-pc_apply_check", check, sizeof(check), NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-aux", &aux, NULL));
+  PetscCall(PetscOptionsGetBool(NULL, NULL, "-near_null_space", &nearnull, NULL));
   PetscCheck(dim == 2 || dim == 3, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-dim must be 2 or 3, not %" PetscInt_FMT, dim);
   PetscCheck(n > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-n must be positive, not %" PetscInt_FMT, n);
   N     = dim == 2 ? n * n : n * n * n;
@@ -82,6 +135,36 @@ int main(int argc, char **argv)
   PetscCall(MatCreateVecs(A, &x, &b));
   PetscCall(VecDuplicate(b, &r));
   PetscCall(VecSet(b, 1.0));
+  if (aux) {
+    PetscInt layer = dim == 2 ? n : n * n, start = PetscMax(0, lo - layer), end = PetscMin(N, hi + layer);
+    PetscInt offsets[2] = {0, end - start};
+    IS       rows, parts;
+    Mat      AN;
+
+    PetscCall(ISCreateStride(PETSC_COMM_SELF, end - start, start, 1, &rows));
+    PetscCall(ISCreateGeneral(PETSC_COMM_SELF, 2, offsets, PETSC_COPY_VALUES, &parts));
+    PetscCall(NeumannMatrix(dim, n, start, end, h2inv, &AN));
+    PetscCall(PetscObjectCompose((PetscObject)A, "ddlearn_subdomains_overlapping", (PetscObject)rows));
+    PetscCall(PetscObjectCompose((PetscObject)A, "ddlearn_subdomain_offsets", (PetscObject)parts));
+    PetscCall(PetscObjectCompose((PetscObject)A, "ddlearn_auxiliary_0", (PetscObject)AN));
+    PetscCall(ISDestroy(&rows));
+    PetscCall(ISDestroy(&parts));
+    PetscCall(MatDestroy(&AN));
+  }
+  if (nearnull) {
+    Vec          X;
+    MatNullSpace nsp;
+
+    PetscCall(VecDuplicate(b, &X));
+    for (row = lo; row < hi; row++) PetscCall(VecSetValue(X, row, (PetscScalar)(row % n + 1) / (n + 1) - 0.5, INSERT_VALUES)); /* orthogonal to the constant */
+    PetscCall(VecAssemblyBegin(X));
+    PetscCall(VecAssemblyEnd(X));
+    PetscCall(VecNormalize(X, NULL));
+    PetscCall(MatNullSpaceCreate(PETSC_COMM_WORLD, PETSC_TRUE, 1, &X, &nsp));
+    PetscCall(MatSetNearNullSpace(A, nsp));
+    PetscCall(MatNullSpaceDestroy(&nsp));
+    PetscCall(VecDestroy(&X));
+  }
 
   PetscCall(KSPCreate(PETSC_COMM_WORLD, &ksp));
   PetscCall(KSPSetOperators(ksp, A, A));
