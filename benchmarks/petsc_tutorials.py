@@ -26,9 +26,11 @@ copied into the repository. ddlearn's PC reaches a C program through PETSc's ``-
 Every solve: CG to rtol 1e-8 on the unpreconditioned residual, at most 2000 iterations. Methods:
 
 - ``ddlearn``: ``ddlearn.pc.TwoLevelSchwarzPC`` with its defaults (on a MATIS: one subdomain per
-  process, its local matrix as Neumann matrix, the spectral space); ``ddlearn-harmonic``,
-  ``ddlearn-gdsw`` on the assembled matrices (27 subdomains for ex56);
-- ``ddlearn-adaptive``: the same with the eigenvectors of lambda < 0.3, at most 48 per subdomain;
+  process, its local matrix as Neumann matrix, the adaptive spectral space: the eigenvectors of
+  lambda < 0.5, at most 128 per subdomain); ``ddlearn-harmonic``, ``ddlearn-gdsw`` on the
+  assembled matrices (27 subdomains for ex56);
+- ``ddlearn-nev8`` / ``ddlearn-tau0.3``: the spectral space with a fixed 8 eigenvectors per
+  subdomain (the earlier default), or with the threshold 0.3;
 - ``bddc``: PETSc's PCBDDC with its defaults (MATIS only), ``bddc-deluxe``: with deluxe
   scaling (its adaptive primal constraints need MUMPS, which this PETSc build lacks); ``hpddm``: PCHPDDM, GenEO on the
   MATIS's local matrices (``-pc_hpddm_levels_1_eps_nev 20``), where PETSc was built with HPDDM;
@@ -79,8 +81,9 @@ METHODS = {
     "ddlearn": (DDLEARN, True, True),
     "ddlearn-harmonic": (DDLEARN + ["-ddlearn_coarse_space", "harmonic"], False, True),
     "ddlearn-gdsw": (DDLEARN + ["-ddlearn_coarse_space", "gdsw"], False, True),
-    "ddlearn-adaptive": (DDLEARN + ["-ddlearn_spectral_nev", "48", "-ddlearn_spectral_threshold",
-                                    "0.3"], True, False),
+    "ddlearn-nev8": (DDLEARN + ["-ddlearn_spectral_nev", "8", "-ddlearn_spectral_threshold", "0"],
+                     True, False),
+    "ddlearn-tau0.3": (DDLEARN + ["-ddlearn_spectral_threshold", "0.3"], True, False),
     "bddc": (["-pc_type", "bddc"], True, False),
     "bddc-deluxe": (["-pc_type", "bddc", "-pc_bddc_use_deluxe_scaling"], True, False),
     "hpddm": (["-pc_type", "hpddm", "-pc_hpddm_levels_1_eps_nev", "20",

@@ -13,6 +13,7 @@ from petsc4py import PETSc
 
 from conftest import apply_gathered, gathered_csr, pc_from_options, petsc_options, \
     raised_everywhere
+from ddlearn.classical.coarse import Spectral
 from ddlearn.classical.krylov import solve
 from ddlearn.decomposition.petsc_rows import assembled_aij
 from ddlearn.harness import fem
@@ -72,6 +73,9 @@ def test_matis_default_is_spectral_on_the_processes_and_converges(matis):
     pc = pc_from_options(A, "mis_", PC)
     ctx = pc.getPythonContext()
     assert ctx.space.name == "spectral" and ctx.subdomains.N == COMM.size
+    # the adaptive setting: a threshold, the count per subdomain capped
+    assert (ctx.space.settings.threshold, ctx.space.settings.nev) == \
+        (Spectral.ADAPTIVE["threshold"], Spectral.ADAPTIVE["nev"])
     pc.destroy()
 
 
@@ -87,6 +91,7 @@ def test_matis_equals_the_assembled_matrix_with_the_same_neumann_matrices(matis)
     x = np.random.default_rng(5).standard_normal(A.getSize()[0])
     opts = dict(spectral_tol=1e-12)
     y = apply_gathered(pc := pc_from_options(A, "mis_", PC, **opts), A, x)
+    opts.update({f"spectral_{k}": v for k, v in Spectral.ADAPTIVE.items()})
     pc.destroy()
     z = apply_gathered(pc := pc_from_options(P, "aux_", PC, coarse_space="spectral", **opts),
                        P, x)

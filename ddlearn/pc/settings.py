@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from petsc4py import PETSc
 
-from ..classical.coarse import FAMILIES
+from ..classical.coarse import FAMILIES, Spectral
 from ..classical.coarse_space import CoarseSpace
 from ..classical.overlapping import LOCAL_SOLVERS, check_local_solver
 from ..classical.twolevel import CORRECTIONS
@@ -128,16 +128,18 @@ class Settings:
     def coarse_space_for(self, comm, prefix: str, has_coordinates: bool, block_size: int,
                          user_sets: bool, dimension: int = 0,
                          neumann: bool = False) -> CoarseSpace | None:
-        """The coarse space asked for (by default spectral where the operator carries its
-        subdomains' Neumann matrices (``neumann``: a ``MATIS``), hats with coordinates on a box
+        """The coarse space asked for (by default the adaptive spectral space,
+        :meth:`~ddlearn.classical.coarse.spectral.Spectral.adaptive`, where the operator carries
+        its subdomains' Neumann matrices (``neumann``: a ``MATIS``), hats with coordinates on a box
         partition of a scalar problem whose box grid has two boxes or more per direction, gdsw
         for a system, nicolaides otherwise), configured from its options and refused on every
         rank where the matrix cannot serve it (block size, coordinates, the user's sets).
         ``dimension``: the coordinates' (0: unknown)."""
         spec = self.coarse_space
         if spec is None and neumann:
-            # GenEO's own setting: the exact Neumann matrices, no algebraic approximation
-            spec = "spectral"
+            # GenEO's own setting: the exact Neumann matrices, no algebraic approximation, as
+            # many eigenvectors per subdomain as the threshold asks for
+            spec = Spectral.adaptive()
         if spec is None:
             N = self.subdomains or 4 * comm.getSize()
             # hats live on the interior vertices of the box grid: none with one box along an

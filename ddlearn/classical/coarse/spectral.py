@@ -333,6 +333,21 @@ def independent_columns(D: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, int]:
 class Spectral(CoarseSpace):
     """The spectral coarse space; keywords as :class:`SpectralSettings`."""
 
+    #: GenEO's adaptive setting (:meth:`adaptive`): the eigenvalues below ``threshold``, at
+    #: most ``nev`` per subdomain
+    ADAPTIVE = {"nev": 128, "threshold": 0.5}
+
+    @classmethod
+    def adaptive(cls) -> "Spectral":
+        r"""The space of the eigenvectors of :math:`\lambda < 0.5`, at most 128 per subdomain
+        (:data:`ADAPTIVE`; options still override either): as many per subdomain as its
+        coefficients need, so CG's iterations, bounded through :math:`1/\lambda_{k+1}`,
+        hardly depend on the contrast. The default on a ``MATIS``, whose local matrices are
+        exact Neumann matrices. Measured (``python benchmarks/petsc_tutorials.py``): the
+        threshold 0.5 against 0.3 and a fixed ``nev`` 8 on ex71 elasticity and the MATIS
+        client."""
+        return cls(**cls.ADAPTIVE)
+
     name = "spectral"
     value_dependent = True
     uses_neumann = True
