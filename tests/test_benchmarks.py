@@ -383,3 +383,26 @@ def test_a_resumed_run_keeps_the_provenance_of_the_rows_it_kept():
     line = bench._provenance_line("study", third)
     assert all(c in line for c in ("third.py", "second.py", "first.py"))
     assert line.count("rows kept from an earlier run") == 2
+
+
+def test_petsc_tutorials_quick(tmp_path):
+    """PETSc's ex71 (MATIS elasticity, compiled here from the installed PETSc's source
+    distribution) and the project's MATIS client, quick: ddlearn's default (reached from C
+    through -python) and PCBDDC converge and tuned GAMG runs, with peak memory per rank, and
+    no machine path in what the rows record."""
+    mod = _load("petsc_tutorials")
+    data = mod.main(["--quick", "--ranks", "2", "--cases", "ex71-elasticity", "client-matis-1e6",
+                     "--methods", "ddlearn", "bddc", "gamg-tuned", "--out", str(tmp_path)])
+    _stamped(tmp_path / "petsc_tutorials.json", "petsc_tutorials")
+    rows = {(r["case"], r["method"]): r for r in data["rows"]}
+    assert set(rows) == {(c, m) for c in ("ex71-elasticity", "client-matis-1e6")
+                         for m in ("ddlearn", "bddc", "gamg-tuned")}
+    for key, r in rows.items():
+        assert not r.get("error") and r["returncode"] == 0 and r["reason_name"], key
+        # GAMG may stop on an indefinite PC on the quick client's 300 unknowns: a result too
+        assert r["converged"] or key[1] == "gamg-tuned", (key, r["reason_name"])
+        assert r["peak_mb_max"] > 0 and r["setup_s"] >= 0 and r["solve_s"] >= 0, key
+        assert str(ROOT) not in r["command"] and sys.executable not in r["command"], key
+    assert "-python python" in rows[("ex71-elasticity", "ddlearn")]["command"]
+    text = _readme(mod, tmp_path, "petsc_tutorials")
+    assert "| ex71-elasticity | bddc |" in text and "| client-matis-1e6 | ddlearn |" in text

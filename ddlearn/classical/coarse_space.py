@@ -27,12 +27,13 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from mpi4py import MPI
 from petsc4py import PETSc
 
 from ..decomposition.coarse import pou_columns
 from ..decomposition.petsc_rows import (coarse_basis_matrix, coarse_owners, coarse_ranges,
-                                    distributed_aij, scatter_rows, set_column_groups,
-                                    set_galerkin)
+                                    distributed_aij, interface_galerkin, scatter_rows,
+                                    set_column_groups, set_galerkin)
 
 __all__ = ["CoarseInput", "CoarseVectors", "CoarseSpace", "Composite", "coarse_basis",
            "subdomain_columns"]
@@ -93,8 +94,11 @@ class CoarseVectors:
     a spectral level below (:mod:`~ddlearn.classical.splitting`), or ``None``. ``galerkin``:
     :math:`\\Phi^TA\\Phi` (scipy, on rank 0, ``None`` elsewhere) where the coarse space has a
     cheaper way to it than the general product
-    (:func:`~ddlearn.classical.coarse.interface.extension_galerkin`), or ``None``; a
-    composition of spaces drops it."""
+    (:func:`~ddlearn.classical.coarse.interface.extension_galerkin`), or ``None``;
+    ``interface_rows``: this rank's rows outside which :math:`A\Phi` vanishes (columns
+    discrete-harmonic away from an interface), so that :math:`\Phi^TA\Phi` comes from those rows
+    alone (:func:`~ddlearn.decomposition.petsc_rows.interface_galerkin`), or ``None``; a
+    composition of spaces drops both."""
 
     rows: np.ndarray
     cols: np.ndarray
@@ -103,6 +107,7 @@ class CoarseVectors:
     breaks: np.ndarray | None = None
     neumann: list | None = None
     galerkin: sp.csr_matrix | None = None
+    interface_rows: np.ndarray | None = None
 
     @classmethod
     def from_rows(cls, Phi_rows: sp.spmatrix, first_row: int) -> "CoarseVectors":
@@ -248,6 +253,10 @@ def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int = 0,
         # A_0 with the rows where Phi's columns are, as the Galerkin product would give it
         cols = np.asarray(Phi.getOwnershipRangesColumn(), dtype=np.int64)
         A0 = distributed_aij(scatter_rows(comm, vectors.galerkin, cols), vectors.n0, cols, comm)
+        set_galerkin(Phi, A0)
+        A0.destroy()
+    elif mpi.allreduce(vectors.interface_rows is not None, op=MPI.LAND):
+        A0 = interface_galerkin(inp.A, Phi, vectors.interface_rows)
         set_galerkin(Phi, A0)
         A0.destroy()
     return Phi

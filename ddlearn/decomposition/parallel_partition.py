@@ -1,6 +1,8 @@
 r"""Gather-free pieces of a partition: every rank holds its own rows, the halo its subdomains'
 overlap reaches, and :math:`O(N)` metadata (``N`` subdomains), never the whole graph.
 
+- :func:`exchange` and :func:`fetch_values`: rows of integers sent to given ranks, and the
+  values other ranks hold for given nodes (a halo), by all-to-alls of the data moved only.
 - :class:`DistributedGraph`: each rank's rows of the symmetrised pattern :math:`|A| + |A|^T`
   on the nodes (block size :math:`b`: node :math:`a` is dofs :math:`b a .. b a + b - 1`), and
   any rank's rows fetched on demand.
@@ -22,14 +24,15 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-__all__ = ["gather_rows", "DistributedGraph", "distinct_values", "rcb_labels", "rank_shares",
+__all__ = ["exchange", "fetch_values", "gather_rows", "DistributedGraph",
+           "distinct_values", "rcb_labels", "rank_shares",
            "assign_holders", "redistribute", "grow_overlap_parallel"]
 
 #: entries of the histogram one RCB selection step allreduces (groups x buckets), at most
 _HISTOGRAM = 1 << 16
 
 
-def _exchange(mpi: MPI.Comm, dest: np.ndarray, payload: np.ndarray):
+def exchange(mpi: MPI.Comm, dest: np.ndarray, payload: np.ndarray):
     """Send row ``k`` of the integer array ``payload`` (shape ``(m, w)``) to rank ``dest[k]``;
     return the rows received and the rank each came from (one ``Alltoall`` of the counts, one
     ``Alltoallv``)."""
@@ -44,6 +47,22 @@ def _exchange(mpi: MPI.Comm, dest: np.ndarray, payload: np.ndarray):
     mpi.Alltoallv([send, (width * counts, width * _starts(counts)), MPI.INT64_T],
                   [recv, (width * got, width * _starts(got)), MPI.INT64_T])
     return recv.reshape(-1, width), np.repeat(np.arange(P), got)
+
+
+def fetch_values(mpi: MPI.Comm, ranges: np.ndarray, values: np.ndarray,
+                 which: np.ndarray) -> np.ndarray:
+    """The rows of ``values`` (this rank's nodes ``ranges[r]..ranges[r+1]-1``, an integer array
+    of shape ``(local, w)``, any of a float array viewed as ``int64``) that their owners hold for
+    the global nodes ``which`` (any rank's, distinct), shape ``(len(which), w)`` (collective: the
+    requests go to the owners and the rows come back, two all-to-alls)."""
+    which = np.asarray(which, dtype=np.int64)
+    lo = int(ranges[mpi.Get_rank()])
+    asked, by = exchange(mpi, np.searchsorted(ranges, which, side="right") - 1, which[:, None])
+    reply, _ = exchange(mpi, by, np.column_stack([asked[:, 0], values[asked[:, 0] - lo]]))
+    out = np.empty((len(which), values.shape[1]), dtype=np.int64)
+    order = np.argsort(which, kind="stable")
+    out[order[np.searchsorted(which[order], reply[:, 0])]] = reply[:, 1:]
+    return out
 
 
 def _starts(counts: np.ndarray) -> np.ndarray:
@@ -117,7 +136,7 @@ e 0` for a dof :math:`j` of :math:`a` and
         r, c = E.row.astype(np.int64) + lo, E.col.astype(np.int64)
         owner = np.searchsorted(ranges, c, side="right") - 1
         away = owner != mpi.Get_rank()
-        back, _ = _exchange(mpi, owner[away], np.stack([c[away], r[away]], axis=1))
+        back, _ = exchange(mpi, owner[away], np.stack([c[away], r[away]], axis=1))
         G = (mine + own + _pattern(back[:, 0] - lo, back[:, 1], (nl, n))).tocsr()
         row = np.repeat(np.arange(nl), np.diff(G.indptr))
         keep = G.indices != row + lo  # no diagonal
@@ -133,10 +152,10 @@ e 0` for a dof :math:`j` of :math:`a` and
         """The rows ``which`` (sorted distinct global nodes, any rank's), in that order
         (collective): the requests go to the owners and the rows come back, two all-to-alls."""
         which = np.asarray(which, dtype=np.int64)
-        asked, by = _exchange(self.mpi, np.searchsorted(self.ranges, which, side="right") - 1,
+        asked, by = exchange(self.mpi, np.searchsorted(self.ranges, which, side="right") - 1,
                               which[:, None])
         R = self.rows[asked[:, 0] - self.lo].tocoo()
-        reply, _ = _exchange(self.mpi, by[R.row],
+        reply, _ = exchange(self.mpi, by[R.row],
                              np.stack([asked[R.row, 0], R.col.astype(np.int64)], axis=1))
         return _pattern(np.searchsorted(which, reply[:, 0]), reply[:, 1], (len(which), self.n))
 
@@ -279,7 +298,7 @@ def redistribute(mpi: MPI.Comm, nodes: np.ndarray, labels: np.ndarray,
     """Send each of this rank's ``nodes`` to the holder of its part ``labels``; return the ids
     of the parts this rank holds (ascending) and their nodes (sorted): one all-to-all of
     ``(node, part)`` pairs, :math:`O(\\text{local rows})` per rank."""
-    pairs, _ = _exchange(mpi, holder[labels], np.stack([nodes, labels], axis=1))
+    pairs, _ = exchange(mpi, holder[labels], np.stack([nodes, labels], axis=1))
     pairs = pairs[np.lexsort((pairs[:, 0], pairs[:, 1]))]
     ids = np.flatnonzero(holder == mpi.Get_rank())
     bounds = np.searchsorted(pairs[:, 1], np.concatenate([ids, [len(holder)]]))

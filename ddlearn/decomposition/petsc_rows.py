@@ -26,7 +26,7 @@ from .structured import Decomposition
 
 __all__ = ["RowLayout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
            "coarse_owners", "coarse_ranges", "set_column_groups", "column_groups",
-           "COLUMN_GROUPS", "GALERKIN", "set_galerkin", "take_galerkin",
+           "COLUMN_GROUPS", "GALERKIN", "interface_galerkin", "set_galerkin", "take_galerkin",
            "gather_matrix", "scatter_rows", "assembled_aij", "check_stored", "matrix_family", "CONVERTED"]
 
 #: matrix families (type without its ``seq``/``mpi`` prefix) that :func:`assembled_aij`
@@ -169,6 +169,29 @@ def scatter_rows(comm, M: sp.csr_matrix | None, ranges) -> sp.csr_matrix:
 COLUMN_GROUPS = "ddlearn_column_groups"
 #: name under which a coarse basis carries the coarse matrix its coarse space computed
 GALERKIN = "ddlearn_galerkin"
+
+
+def interface_galerkin(A: PETSc.Mat, Phi: PETSc.Mat, rows: np.ndarray) -> PETSc.Mat:
+    r""":math:`A_0 = \Phi^TA\Phi` of a basis whose columns are discrete-harmonic away from the
+    interface rows ``rows`` (this rank's, global), :math:`(A\Phi)_I = 0`: only the interface
+    rows contribute, :math:`A_0 = \Phi_\Gamma^T (A\Phi)_\Gamma`, symmetrised; PETSc's parallel
+    products on those rows (rows of :math:`A_0` where ``Phi``'s columns are; collective)."""
+    comm = A.getComm()
+    where = PETSc.IS().createGeneral(np.asarray(rows).astype(PETSc.IntType), comm=comm)
+    lo, hi = A.getOwnershipRangeColumn()
+    every = PETSc.IS().createStride(hi - lo, lo, 1, comm=comm)
+    lo0, hi0 = Phi.getOwnershipRangeColumn()
+    coarse = PETSc.IS().createStride(hi0 - lo0, lo0, 1, comm=comm)
+    A_gamma = A.createSubMatrix(where, every)
+    Phi_gamma = Phi.createSubMatrix(where, coarse)
+    Y = A_gamma.matMult(Phi)
+    A0 = Phi_gamma.transposeMatMult(Y)
+    At = A0.transpose(PETSc.Mat())  # transpose() alone transposes in place
+    A0.axpy(1.0, At)
+    A0.scale(0.5)
+    for o in (where, every, coarse, A_gamma, Phi_gamma, Y, At):
+        o.destroy()
+    return A0
 
 
 def set_galerkin(Phi: PETSc.Mat, A0: PETSc.Mat) -> None:

@@ -23,6 +23,7 @@ from ...decomposition.collective import on_root
 from ...decomposition.subdomains import node_dofs
 from .interface import (InterfaceCoarseSpace, checked_split_ratio, coefficient_pieces,
                         energy_minimal_extension, interface_components)
+from .interface_parallel import gdsw_groups, parallel_vectors
 from .nicolaides import orthonormal_columns
 
 __all__ = ["GDSW", "gdsw_basis", "group_columns", "block_columns", "interface_basis",
@@ -116,6 +117,10 @@ class GDSW(InterfaceCoarseSpace):
 
     def build(self, A, part, Z, block_size, mpi=None):
         return gdsw_basis(A, part, Z, block_size, self.split_ratio, mpi)
+
+    def vectors(self, inp):
+        out, self.found = parallel_vectors(inp, lambda h: gdsw_groups(h, self.split_ratio))
+        return out
 
     def describe(self) -> dict:
         return {**super().describe(), "split_ratio": self.split_ratio}

@@ -61,8 +61,8 @@ from ...decomposition.collective import dealt_out, on_root
 from ...decomposition.subdomains import node_dofs
 from ..overlapping import SparseSolver
 from .gdsw import GDSW, block_columns, group_columns
-from .interface import (coefficient_pieces, energy_minimal_extension, interface_components,
-                        node_matrix)
+from .interface import (InterfaceCoarseSpace, coefficient_pieces, energy_minimal_extension,
+                        interface_components, node_matrix)
 from .nicolaides import orthonormal_columns
 
 __all__ = ["Harmonic", "harmonic_basis", "dominant_traces", "region_traces"]
@@ -302,6 +302,10 @@ class Harmonic(GDSW):
         self.regions = self._checked_regions(opts.getString("regions", self.regions),
                                              option + "regions")
         self.tol = self._checked_tol(opts.getReal("tol", self.tol), option + "tol")
+
+    # the sampled traces are still planned on rank 0 from the gathered matrix, not GDSW's
+    # gather-free build (:mod:`.interface_parallel`)
+    vectors = InterfaceCoarseSpace.vectors
 
     def build(self, A, part, Z, block_size, mpi=None):
         return harmonic_basis(A, part, Z, block_size, self.split_ratio, self.samples,

@@ -8,6 +8,7 @@ components, the energy-minimal extension into the parts, and the serial build on
 - Coefficient pieces (:func:`coefficient_pieces`, optional): each component split further
   where the stiffness of neighbouring interface nodes jumps, so that a stiff inclusion or
   channel crossing the interface gets its own near-null-space functions.
+- Coarse nodes (:func:`coarse_nodes`, RGDSW's): the components whose touch set is maximal.
 - Energy-minimal extension of interface values :math:`\Phi_\Gamma`:
   :math:`\Phi_I = -A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma`, :math:`A_{II}` block diagonal over the
   parts (one sparse factorisation each, by the local solves' package:
@@ -31,8 +32,8 @@ from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
 from ..overlapping import SparseSolver
 
 __all__ = ["node_matrix", "interface_nodes", "interface_components", "extension_galerkin",
-           "coefficient_pieces", "checked_split_ratio", "node_stiffness", "touch_matrix",
-           "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
+           "coefficient_pieces", "checked_split_ratio", "coarse_nodes", "node_stiffness",
+           "touch_matrix", "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
 
 
 def node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
@@ -132,6 +133,32 @@ def touch_matrix(nodes: sp.csr_matrix, node_part: np.ndarray,
     touch.sum_duplicates()
     touch.data[:] = 1.0
     return touch
+
+
+def _sets_matrix(sets, parts: int) -> sp.csr_matrix:
+    """The incidence matrix of ``sets`` (tuples of parts): row ``k`` is 1 on set ``k``'s parts."""
+    lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    cols = np.fromiter((p for t in sets for p in t), dtype=np.int64, count=int(lengths.sum()))
+    return sp.csr_matrix((np.ones(len(cols)), (np.repeat(np.arange(len(sets)), lengths), cols)),
+                         shape=(len(sets), parts))
+
+
+def coarse_nodes(keys, parts: int) -> tuple[np.ndarray, sp.csr_matrix]:
+    r"""The coarse nodes among interface components with touch sets ``keys`` (sorted tuples of
+    the ``parts`` parts, one per component): ``(coarse, held)``, the components whose touch set
+    is maximal, and the incidence component x coarse node, 1 where the coarse node's touch
+    set contains the component's, :math:`T_c \supseteq T_j`."""
+    K = _sets_matrix(keys, parts)                        # component x part, 1 on its touch set
+    size = np.asarray(K.sum(axis=1)).ravel()
+    # T_c is maximal: no other set contains it strictly (|T_c ∩ T_t| = |T_c| < |T_t|)
+    meet = (K @ K.T).tocsr()                             # component x component: |T ∩ T'|
+    pairs = meet.tocoo()
+    inside = (pairs.data == size[pairs.row]) & (size[pairs.col] > size[pairs.row])
+    coarse = np.setdiff1d(np.arange(len(keys)), pairs.row[inside])
+    hold = meet[:, coarse].tocoo()                       # component x coarse node: |T ∩ T_c|
+    keep = hold.data == size[hold.row]
+    return coarse, sp.csr_matrix((np.ones(int(keep.sum())), (hold.row[keep], hold.col[keep])),
+                                 shape=(len(keys), len(coarse)))
 
 
 def energy_minimal_extension(A: sp.csr_matrix | None, part: np.ndarray | None,
