@@ -47,8 +47,8 @@ ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third le
 
 Recorded per run: iterations, set-up and solve time (slowest rank, barriers around each), the
 PC's own split (partition, basis, local factorisations, coarse set-up; apply time in the local
-and the coarse part), n_0, and the peak resident memory per rank during the run (``VmHWM``
-reset before each run). Every run oversubscribes the machine's cores when ranks > cores: the
+and the coarse part), n_0, and the peak resident memory of every rank in each phase
+(``peak_mb``: assembly, set-up, solve; ``VmHWM`` reset as each phase starts) and over the run. Every run oversubscribes the machine's cores when ranks > cores: the
 JSON says how many of each; compare methods of one run, not runs. Writes ``<STEM>.json``
 (default ``scaling``; the committed ``scaling_3level_overlap1`` is a run with
 ``--coarse-overlap 1``) and its plots ``<STEM>_iterations.png``, ``<STEM>_apply.png``.
@@ -214,7 +214,13 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
         while not done.Test():
             time.sleep(0.02)
         rec = COMM.bcast(rec if COMM.Get_rank() == 0 else None, root=0)
-    peaks = bench.peak_mb_ranks()
+    # each rank's peak over the whole run: the largest of its phases' peaks
+    phases = rec.pop("peak_mb", None)
+    last = bench.peak_mb_ranks()
+    peaks = [max([last[r]] + [p[r] for p in (phases or {}).values() if r < len(p)])
+             for r in range(len(last))]
+    if phases:
+        rec["peak_mb"] = phases
     rec["peak_rss_mb_max"] = max(peaks)
     rec["peak_rss_mb_sum"] = sum(peaks) if not direct else peaks[0]
     rec["options"] = options
@@ -223,6 +229,14 @@ def run_one(case: str, dim: int, sub: int, k: int, method: str, max_it: int,
 
 def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts,
            aux_parts=None) -> dict:
+    mpi = comm.tompi4py()
+    peak = {}
+
+    def phase_done(name):
+        # every rank's peak resident memory in the phase just ended; the next starts afresh
+        peak[name] = bench.peak_mb_ranks(mpi)
+        bench.peak_reset()
+
     for k, v in options.items():
         opts.setValue(k, v)
     t = time.perf_counter()
@@ -245,7 +259,7 @@ def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts,
     ksp.setFromOptions()
     x = b.duplicate()
     objs.append(x)
-    mpi = comm.tompi4py()
+    phase_done("assemble")
     clock = {"start": time.perf_counter(), "stopped": False}
     if max_solve_s:
         def budget(ksp, its, rnorm):
@@ -256,8 +270,11 @@ def _solve(case, dim, n, comm, options, max_it, max_solve_s, objs, opts,
         ksp.addConvergenceTest(budget, prepend=True)
     # PCASM and PCFactor leave factorisations to the first solve: count them as set-up
     setup_s = bench.wall(lambda: (ksp.setUp(), ksp.setUpOnBlocks()), mpi)
+    phase_done("setup")
     clock["start"] = time.perf_counter()
     out = {"assemble_s": assemble_s, "setup_s": setup_s, **solve_once(ksp, A, b, x)}
+    phase_done("solve")
+    out["peak_mb"] = peak
     pc = ksp.getPC()
     out.update({"apply_s": out["solve_s"] / max(out["iterations"] + 1, 1),
                 "time_limited": clock["stopped"],
@@ -394,6 +411,24 @@ def against_tuned_gamg(rows: list[dict], N: int) -> list[str]:
     return lines + [""]
 
 
+def memory_lines(rows: list[dict]) -> list[str]:
+    """Per run with a phase record: each phase's peak resident memory on the largest rank and
+    its ratio to the median rank's (runs of this version of the study onward)."""
+    have = [r for r in rows if r.get("peak_mb")]
+    if not have:
+        return []
+    phases = list(have[0]["peak_mb"])
+    out = ["Peak resident memory per phase, largest rank MB (largest / median rank):", "",
+           "| method | N | " + " | ".join(phases) + " |", "|---|---:|" + "---:|" * len(phases)]
+    for r in have:
+        cells = []
+        for p in phases:
+            mb = r["peak_mb"].get(p) or [0.0]
+            cells.append(f"{max(mb):.0f} ({max(mb) / float(np.median(mb)):.2f})")
+        out.append(f"| {r['method']} | {r['N']} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def summary(data: dict) -> str:
     lines = [f"{data['ranks']} ranks on {data['cores']} cores, CG rtol 1e-8, at most "
              f"{data['max_it']} iterations. Per series: iterations (> : not converged), and at "
@@ -425,6 +460,7 @@ def summary(data: dict) -> str:
                 lines.append(f"| {method} | " + " | ".join(label(got[N]) if N in got else "–"
                                                           for N in Ns) + f" | {tail} |")
             lines.append("")
+            lines += memory_lines(rows)
             stopped = [r for r in rows if r.get("time_limited")]
             if stopped:
                 lines += [f"Stopped by the solve-time limit (--max-solve-s "

@@ -104,6 +104,8 @@ def test_coarse_matrix_from_the_interface_rows_is_the_galerkin_product(space):
     full = A.ptap(Phi)
     G, F = gathered_csr(given).toarray(), gathered_csr(full).toarray()
     assert np.abs(G - F).max() <= 1e-10 * np.abs(F).max()
-    np.testing.assert_array_equal(G, G.T)
+    # symmetric as the product is (the assembled elasticity matrix is, to its round-off)
+    scale = np.abs(F).max()
+    assert np.abs(G - G.T).max() <= np.abs(F - F.T).max() + 1e-13 * scale
     for M in (A, Phi, given, full):
         M.destroy()

@@ -32,11 +32,11 @@ from petsc4py import PETSc
 
 from ..decomposition.coarse import pou_columns
 from ..decomposition.petsc_rows import (coarse_basis_matrix, coarse_owners, coarse_ranges,
-                                    distributed_aij, interface_galerkin, scatter_rows,
+                                    distributed_aij, schur_galerkin, scatter_rows,
                                     set_column_groups, set_galerkin)
 
-__all__ = ["CoarseInput", "CoarseVectors", "CoarseSpace", "Composite", "coarse_basis",
-           "subdomain_columns"]
+__all__ = ["CoarseInput", "CoarseVectors", "SchurGalerkin", "CoarseSpace", "Composite",
+           "coarse_basis", "subdomain_columns"]
 
 
 @dataclass
@@ -83,6 +83,18 @@ class CoarseInput:
 
 
 @dataclass
+class SchurGalerkin:
+    r"""The coarse matrix of a basis discrete-harmonic inside the parts, in the Schur
+    complement's form :math:`A_0 = \Phi_\Gamma^T A_{\Gamma\Gamma}\Phi_\Gamma + C`: the first
+    ``interface`` entries of the rank's :class:`CoarseVectors` are :math:`\Phi` on the interface
+    rows, and ``blocks`` (``(rows, cols, vals)`` in the coarse numbering, repeats added) the
+    rank's entries of :math:`C` (:func:`~ddlearn.decomposition.petsc_rows.schur_galerkin`)."""
+
+    interface: int
+    blocks: tuple
+
+
+@dataclass
 class CoarseVectors:
     """This rank's entries of :math:`\\Phi` in coordinate form: ``rows`` (global rows of the
     matrix, any rank's), ``cols`` (``0..n0-1``, the same numbering on every rank), ``vals``;
@@ -95,10 +107,8 @@ class CoarseVectors:
     :math:`\\Phi^TA\\Phi` (scipy, on rank 0, ``None`` elsewhere) where the coarse space has a
     cheaper way to it than the general product
     (:func:`~ddlearn.classical.coarse.interface.extension_galerkin`), or ``None``;
-    ``interface_rows``: this rank's rows outside which :math:`A\Phi` vanishes (columns
-    discrete-harmonic away from an interface), so that :math:`\Phi^TA\Phi` comes from those rows
-    alone (:func:`~ddlearn.decomposition.petsc_rows.interface_galerkin`), or ``None``; a
-    composition of spaces drops both."""
+    ``schur``: the same in the Schur complement's form from every rank
+    (:class:`SchurGalerkin`), or ``None``; a composition of spaces drops both."""
 
     rows: np.ndarray
     cols: np.ndarray
@@ -107,7 +117,7 @@ class CoarseVectors:
     breaks: np.ndarray | None = None
     neumann: list | None = None
     galerkin: sp.csr_matrix | None = None
-    interface_rows: np.ndarray | None = None
+    schur: "SchurGalerkin | None" = None
 
     @classmethod
     def from_rows(cls, Phi_rows: sp.spmatrix, first_row: int) -> "CoarseVectors":
@@ -255,8 +265,10 @@ def coarse_basis(inp: CoarseInput, vectors: CoarseVectors, coarse_rank: int = 0,
         A0 = distributed_aij(scatter_rows(comm, vectors.galerkin, cols), vectors.n0, cols, comm)
         set_galerkin(Phi, A0)
         A0.destroy()
-    elif mpi.allreduce(vectors.interface_rows is not None, op=MPI.LAND):
-        A0 = interface_galerkin(inp.A, Phi, vectors.interface_rows)
+    elif mpi.allreduce(vectors.schur is not None, op=MPI.LAND):
+        k = vectors.schur.interface
+        A0 = schur_galerkin(inp.A, (vectors.rows[:k], vectors.cols[:k], vectors.vals[:k]),
+                            vectors.schur.blocks, vectors.n0, ranges)
         set_galerkin(Phi, A0)
         A0.destroy()
     return Phi

@@ -18,19 +18,23 @@ layouts of :mod:`ddlearn.nn` build on). The module imports no PETSc. The partiti
 - ``rcb``: recursive coordinate bisection (any ``N``, any point cloud), every cut found
   collectively (:func:`~.parallel_partition.rcb_labels`);
 - ``metis``: the whole matrix graph partitioned by METIS (:mod:`.serial_partition`) on rank 0,
-  the best parts from the graph alone; the default without coordinates;
+  the best parts from the graph alone; the default without coordinates on one rank;
+- ``cluster_metis``: METIS in two stages, each rank's rows into small clusters, then the
+  clusters' graph (:math:`O(N)` vertices) on rank 0 (:func:`cluster_metis`); parts cross rank
+  boundaries; the default without coordinates on several ranks;
 - ``local_metis``: each rank's own rows (the diagonal block of its graph) cut by METIS into its
-  share of ``N`` (in proportion to its rows): the graph alone, without a gather, parts that
-  never cross a rank boundary and depend on the number of ranks;
+  share of ``N`` (in proportion to its rows; with ``N`` below the ranks, whole ranks merged):
+  the graph alone, without a gather, parts that never cross a rank boundary and depend on the
+  number of ranks;
 - ``local``: each rank's rows are one subdomain (PCHPDDM's default; ``N`` = the ranks);
 - ``groups``: on a coarse matrix that carries its column groups (one per fine subdomain,
   :func:`~.petsc_rows.column_groups`), unions of whole groups, METIS on each rank's groups (the
   default there: the coarse level of a three-level method).
 
 Cost. Only ``metis`` gathers: the graph on rank 0 (:math:`O(\mathrm{nnz})` memory there, fine
-to a few million unknowns). Every other partitioner keeps on each rank its own rows and
-:math:`O(N)` metadata, in a number of collective calls independent of ``N``
-(:mod:`~.parallel_partition`).
+to a few million unknowns); ``cluster_metis`` gathers its clusters' graph, :math:`O(N)`.
+Every other partitioner keeps on each rank its own rows and :math:`O(N)` metadata, in a number
+of collective calls independent of ``N`` (:mod:`~.parallel_partition`).
 """
 from __future__ import annotations
 
@@ -42,8 +46,8 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from .collective import collective_check
-from .parallel_partition import (DistributedGraph, distinct_values, gather_rows, rank_shares,
-                                 rcb_labels)
+from .parallel_partition import (DistributedGraph, distinct_values, fetch_values, gather_rows,
+                                 rank_shares, rcb_labels)
 from .serial_partition import box_partition, grow_overlap, metis_partition, rcb_partition
 
 __all__ = ["PartitionInput", "Labels", "PARTITIONERS", "default_partitioner",
@@ -165,17 +169,67 @@ def metis(inp: PartitionInput) -> Labels:
 
 
 def local_metis(inp: PartitionInput) -> Labels:
-    """METIS on each rank's own nodes, into its share of ``N``."""
+    """METIS on each rank's own nodes, into its share of ``N``; with fewer parts than ranks,
+    part :math:`\lfloor rN/P \rfloor` is the nodes of the ranks :math:`r` that map to it
+    (whole ranks: contiguous row blocks, neighbours in a sensible distribution)."""
     _check_count(inp)
     g, N = inp.graph, inp.N
     nodes = np.diff(g.ranges)
+    me, P = g.mpi.Get_rank(), g.mpi.Get_size()
+    if N < P:
+        return Labels(np.full(g.hi - g.lo, me * N // P, dtype=np.int64), N)
     shares = rank_shares(nodes, N)
-    me = g.mpi.Get_rank()
     collective_check(inp.comm, shares[me] <= nodes[me],
                      f"{inp.option('partition', 'local_metis')} gives this rank {shares[me]} of "
                      f"the {N} subdomains but it owns {nodes[me]} nodes: use fewer subdomains or "
                      f"{inp.option('partition', 'metis')} (or rcb)")
     return Labels(int(shares[:me].sum()) + metis_partition(g.local_block(), int(shares[me])), N)
+
+
+#: clusters per subdomain in the first stage of ``cluster_metis`` (16 gave jaggier parts and
+#: more iterations on examples/petsc_client.py's channels; the clusters' graph stays O(N))
+CLUSTERS = 64
+
+
+def cluster_metis(inp: PartitionInput) -> Labels:
+    r"""METIS in two stages, nothing of size :math:`n` on one rank: each rank's own nodes cut
+    by METIS (its diagonal block) into about ``CLUSTERS`` clusters per subdomain of its
+    share; the clusters' graph (:math:`\approx 64N` vertices weighted by their nodes, edges by
+    the couplings between them) gathered and cut into ``N`` parts by METIS on rank 0; each
+    rank's clusters take their parts back. Parts cross rank boundaries freely."""
+    _check_count(inp)
+    g, N = inp.graph, inp.N
+    mpi, nodes = g.mpi, g.hi - g.lo
+    total = mpi.allreduce(nodes)
+    k = int(min(nodes, max(1, round(CLUSTERS * N * nodes / max(total, 1))))) if nodes else 0
+    local_cluster = metis_partition(g.local_block(), k) if k else np.zeros(0, np.int64)
+    first = mpi.exscan(k) or 0
+    clusters = int(mpi.allreduce(k))
+    cluster = first + local_cluster
+    E = g.rows.tocoo()
+    col = E.col.astype(np.int64)
+    away = (col < g.lo) | (col >= g.hi)
+    halo = np.unique(col[away])
+    of = np.empty(len(col), dtype=np.int64)
+    of[~away] = cluster[col[~away] - g.lo]
+    of[away] = fetch_values(mpi, g.ranges, cluster[:, None], halo)[
+        np.searchsorted(halo, col[away]), 0]
+    C = sp.csr_matrix((np.ones(len(col), dtype=np.int64), (local_cluster[E.row], of)),
+                      shape=(k, clusters))
+    C.sum_duplicates()
+    C = C.tocoo()
+    inner = C.col != first + C.row  # couplings inside a cluster are no edge
+    edges = mpi.gather(np.column_stack([first + C.row[inner], C.col[inner], C.data[inner]]),
+                       root=0)
+    weights = mpi.gather(np.bincount(local_cluster, minlength=k), root=0)
+    part = None
+    if mpi.Get_rank() == 0:
+        e = np.concatenate(edges)
+        G = sp.csr_matrix((e[:, 2], (e[:, 0], e[:, 1])), shape=(clusters, clusters))
+        part = np.split(metis_partition(G, N, np.concatenate(weights), edge_weights=True),
+                        np.cumsum([len(w) for w in weights])[:-1])
+    mine = mpi.scatter(part, root=0)
+    return Labels(mine[local_cluster] if k else np.zeros(0, np.int64), N)
 
 
 def local(inp: PartitionInput) -> Labels:
@@ -239,17 +293,21 @@ PARTITIONERS: dict[str, Callable[[PartitionInput], Labels]] = {
     "rcb": rcb,
     "metis": metis,
     "local_metis": local_metis,
+    "cluster_metis": cluster_metis,
     "local": local,
     "groups": groups,
 }
 
 
-def default_partitioner(has_groups: bool, has_coordinates: bool) -> str:
+def default_partitioner(has_groups: bool, has_coordinates: bool, ranks: int = 1) -> str:
     """``groups`` on a coarse matrix carrying its column groups, else ``boxes`` with
-    coordinates, ``metis`` (the graph alone) without."""
+    coordinates; from the graph alone ``metis`` on one rank (which holds the whole graph) and
+    ``cluster_metis`` on several (nothing of size :math:`n` gathered)."""
     if has_groups:
         return "groups"
-    return "boxes" if has_coordinates else "metis"
+    if has_coordinates:
+        return "boxes"
+    return "metis" if ranks == 1 else "cluster_metis"
 
 
 def partition_points(name: str, coords: np.ndarray, graph: sp.csr_matrix, N: int) -> Labels:

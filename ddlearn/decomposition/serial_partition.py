@@ -81,35 +81,42 @@ def _system_metis():
     return ctypes.CDLL(name) if name else None
 
 
-def _metis_system(lib, G: sp.csr_matrix, N: int, recursive: bool) -> np.ndarray:
+def _metis_system(lib, G: sp.csr_matrix, N: int, recursive: bool, vwgt=None,
+                  adjwgt=None) -> np.ndarray:
     idx = np.int32
-    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    ptr = lambda a: None if a is None else a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     xadj, adjncy = np.ascontiguousarray(G.indptr, idx), np.ascontiguousarray(G.indices, idx)
     nvtxs, ncon, nparts = (np.array([v], idx) for v in (G.shape[0], 1, N))
     options, objval, part = np.zeros(_METIS_NOPTIONS, idx), np.zeros(1, idx), \
         np.zeros(G.shape[0], idx)
     lib.METIS_SetDefaultOptions(ptr(options))
     call = lib.METIS_PartGraphRecursive if recursive else lib.METIS_PartGraphKway
-    status = call(ptr(nvtxs), ptr(ncon), ptr(xadj), ptr(adjncy), None, None, None, ptr(nparts),
-                  None, None, ptr(options), ptr(objval), ptr(part))
+    status = call(ptr(nvtxs), ptr(ncon), ptr(xadj), ptr(adjncy), ptr(vwgt), None, ptr(adjwgt),
+                  ptr(nparts), None, None, ptr(options), ptr(objval), ptr(part))
     if status != 1:  # METIS_OK
         raise RuntimeError(f"METIS failed (status {status}) partitioning a graph of "
                            f"{G.shape[0]} vertices into {N} parts")
     return part.astype(np.int64)
 
 
-def metis_partition(G: sp.csr_matrix, N: int) -> np.ndarray:
+def metis_partition(G: sp.csr_matrix, N: int, vertex_weights: np.ndarray | None = None,
+                    edge_weights: bool = False) -> np.ndarray:
     """METIS partition of the graph ``G`` (symmetric, no diagonal) into ``N`` parts: recursive
     bisection for ``N`` <= 8, k-way beyond (METIS's advice, as :mod:`pymetis` does); the
-    distribution's METIS where installed (module docstring)."""
+    distribution's METIS where installed (module docstring). ``vertex_weights`` (positive
+    integers, one per vertex) are balanced across the parts; with ``edge_weights`` the cut
+    weighs ``G``'s values (positive integers) instead of counting edges."""
     if N == 1:
         return np.zeros(G.shape[0], dtype=np.int64)
     G = sp.csr_matrix(G)
+    vw = None if vertex_weights is None else np.ascontiguousarray(vertex_weights, np.int32)
+    ew = np.ascontiguousarray(G.data, np.int32) if edge_weights else None
     lib = _system_metis()
     if lib is not None:
-        return _metis_system(lib, G, N, N <= 8)
+        return _metis_system(lib, G, N, N <= 8, vw, ew)
     # the bundled METIS: only where the distribution has none
-    _, membership = pymetis.part_graph(N, adjacency=pymetis.CSRAdjacency(G.indptr, G.indices))
+    _, membership = pymetis.part_graph(N, xadj=G.indptr, adjncy=G.indices, vweights=vw,
+                                       eweights=ew)
     return np.asarray(membership, dtype=np.int64)
 
 

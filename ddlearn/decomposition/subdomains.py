@@ -202,7 +202,8 @@ class Subdomains:
                          "coordinates of its own rows (an empty array where it owns none)")
         has = given[0]
         groups = column_groups(A)
-        partitioner = partitioner or default_partitioner(groups is not None, has)
+        partitioner = partitioner or default_partitioner(groups is not None, has,
+                                                         mpi.Get_size())
         collective_check(comm, partitioner in PARTITIONERS,
                          f"unknown partitioner {partitioner!r} (-{prefix}partition); choose one "
                          f"of {', '.join(PARTITIONERS)}")

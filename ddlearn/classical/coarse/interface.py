@@ -16,8 +16,10 @@ components, the energy-minimal extension into the parts, and the serial build on
   ranks.
 
 With block size :math:`b > 1` the interface is a set of nodes and every dof of a node belongs to
-it. The interface and its values are built (scipy) from the whole matrix gathered on rank 0;
-the parts' interior solves run on every rank.
+it. The interface and its values are built here (scipy) from the whole matrix gathered on rank
+0, the parts' interior solves on every rank (:func:`on_rank0`): the build of ``harmonic`` and
+the reference of GDSW's and RGDSW's gather-free build (:mod:`.interface_parallel`), which the
+PC runs.
 """
 from __future__ import annotations
 

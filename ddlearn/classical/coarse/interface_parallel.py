@@ -30,10 +30,13 @@ parts' blocks :math:`A[O_i, O_i]`, plus :math:`O(\text{groups})` metadata:
    :math:`\Phi_I = -A_{II}^{-1} A_{I\Gamma} \Phi_\Gamma` for the columns that touch the part.
 
 Communication: a fixed number of all-to-alls of the halo's size per step, plus the rounds of
-step 2. :math:`\Phi` travels as each rank's entries (:class:`~..coarse_space.CoarseVectors`) with its
-interface rows, so that :math:`A_0 = \Phi_\Gamma^T (A \Phi)_\Gamma` is PETSc's parallel product
-on those rows (:func:`~ddlearn.decomposition.petsc_rows.interface_galerkin`). Assumes a
-structurally symmetric matrix (an interface node's neighbours see it as theirs).
+step 2. :math:`\Phi` travels as each rank's entries (:class:`~..coarse_space.CoarseVectors`)
+with the coarse matrix in the Schur complement's form,
+:math:`A_0 = \Phi_\Gamma^T A_{\Gamma\Gamma}\Phi_\Gamma - \sum_i B_i^T X_i` (:func:`extension`):
+a triple product with the thin interface rows and the parts' dense blocks, instead of the
+product with :math:`\Phi`'s full rows
+(:func:`~ddlearn.decomposition.petsc_rows.schur_galerkin`). Assumes
+a structurally symmetric matrix (an interface node's neighbours see it as theirs).
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ from petsc4py import PETSc
 
 from ...decomposition.parallel_partition import exchange, fetch_values
 from ...decomposition.subdomains import node_dofs
-from ..coarse_space import CoarseInput, CoarseVectors
+from ..coarse_space import CoarseInput, CoarseVectors, SchurGalerkin
 from ..overlapping import SparseSolver
 from .interface import coarse_nodes
 
@@ -158,7 +161,8 @@ def components(h: InterfaceHalo, split_ratio: float = 0.0):
     r"""``(component, owner, keys)``: the global component of each own interface node, the
     rank owning each component's smallest node (all components, in order), and the touch sets
     of the components whose smallest node this rank owns (rows in component order, padded
-    with -1). Two neighbouring interface nodes :math:`j, k` are connected when their touch sets are equal and, for ``split_ratio`` :math:`\rho > 0`,
+    with -1). Two neighbouring interface nodes :math:`j, k` are connected when their touch
+    sets are equal and, for ``split_ratio`` :math:`\rho > 0`,
     :math:`\max(s_j, s_k) < \rho \min(s_j, s_k)` (:func:`.interface.coefficient_pieces`).
     Collective."""
     mpi, lo = h.mpi, h.lo
@@ -268,10 +272,11 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
     R = [np.linalg.qr(B, mode="r") if B.shape[0] > B.shape[1] else B for B in blocks]
     got = _alltoall(mpi, [owner[first(k)] for k in mine],
                     [(first(k), mpi.Get_rank(), r) for k, r in zip(mine, R)])
-    got.sort(key=lambda t: (t[0], t[1]))
+    by_group: dict[int, list] = {}
+    for t in sorted(got, key=lambda t: (t[0], t[1])):
+        by_group.setdefault(t[0], []).append(t)
     back, dest, counts = {}, [], {}
-    for g in sorted({t[0] for t in got}):
-        pieces = [t for t in got if t[0] == g]
+    for g, pieces in sorted(by_group.items()):
         _, s, Vt = np.linalg.svd(np.vstack([t[2] for t in pieces]), full_matrices=False)
         keep = s > RTOL * s[0] if len(s) and s[0] > 0 else np.zeros(len(s), dtype=bool)
         back[g] = Vt[keep].T / s[keep]
@@ -296,10 +301,15 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
 
 
 def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
-    r"""The interior entries of :math:`\Phi` on this rank's parts:
+    r"""The interior entries of :math:`\Phi` on this rank's parts,
     :math:`\Phi_I = -A_{II}^{-1}A_{I\Gamma}\Phi_\Gamma` on :math:`O_i`, from
     :math:`A[O_i, O_i]` and the part's interface rows of :math:`\Phi_\Gamma` (``entries``, each
-    rank's own, sent to the part's holder); each part solves only for the columns that touch it
+    rank's own, sent to the part's holder); each part solves only for the columns that touch it.
+    Also each part's share of the coarse matrix beyond the interface block,
+    :math:`\Phi_\Gamma^T A_{\Gamma I}\Phi_I = -B_i^T X_i` with :math:`B_i = -A_{I\Gamma}
+    \Phi_\Gamma` and :math:`X_i = A_{II}^{-1} B_i` (dense, on the touching columns), so that
+    :math:`A_0 = \Phi_\Gamma^T A_{\Gamma\Gamma}\Phi_\Gamma - \sum_i B_i^T X_i`, the Schur
+    complement's form of :math:`\Phi^TA\Phi`. Returns ``(rows, cols, vals)`` of each
     (collective)."""
     mpi, bs = h.mpi, h.bs
     holder = np.zeros(subdomains.N, dtype=np.int64)
@@ -315,12 +325,12 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
     sets = [PETSc.IS().createGeneral(o.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
             for o in subdomains.owned]
     blocks = A.createSubMatrices(sets) if sets else []
-    out_r, out_c, out_v = [], [], []
+    out_r, out_c, out_v, schur = [], [], [], []
+    got, faces = got[np.argsort(got[:, 0], kind="stable")], faces[np.argsort(faces[:, 0])]
     for i, O, M in zip(subdomains.ids, subdomains.owned, blocks):
-        on = node_dofs(faces[faces[:, 0] == i, 1], bs)
-        at_gamma = np.isin(O, on)
-        interior = np.flatnonzero(~at_gamma)
-        mine = got[got[:, 0] == i]
+        on = node_dofs(faces[slice(*np.searchsorted(faces[:, 0], [i, i + 1])), 1], bs)
+        interior = np.flatnonzero(~np.isin(O, on))
+        mine = got[slice(*np.searchsorted(got[:, 0], [i, i + 1]))]
         if not len(interior) or not len(mine):
             continue
         indptr, indices, values = M.getValuesCSR()
@@ -334,18 +344,22 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
             continue
         solver = SparseSolver(block[interior][:, interior])
         try:
-            X = solver.solve(rhs[:, touching].toarray())
+            B = rhs[:, touching].toarray()
+            X = solver.solve(B)
         finally:
             solver.destroy()
         r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
         out_r.append(O[interior][r]), out_c.append(touching[c]), out_v.append(X[r, c])
+        schur.append((np.repeat(touching, len(touching)), np.tile(touching, len(touching)),
+                      -(B.T @ X).ravel()))
     for o in sets:
         o.destroy()
     for M in blocks:
         M.destroy()
     cat = np.concatenate
-    return (cat(out_r + [np.zeros(0, np.int64)]), cat(out_c + [np.zeros(0, np.int64)]),
-            cat(out_v + [np.zeros(0)]))
+    none = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))]
+    return (cat(out_r + [none[0][0]]), cat(out_c + [none[0][0]]), cat(out_v + [none[0][2]])), \
+        tuple(cat([t[k] for t in schur + none]) for k in range(3))
 
 
 def parallel_vectors(inp: CoarseInput, grouping) -> tuple[CoarseVectors, dict]:
@@ -355,8 +369,7 @@ def parallel_vectors(inp: CoarseInput, grouping) -> tuple[CoarseVectors, dict]:
     h = InterfaceHalo(inp.A, inp.subdomains, inp.block_size)
     groups, owner, info = grouping(h)
     r, c, v, n0 = interface_columns(h, groups, owner, inp.null_space)
-    er, ec, ev = extension(inp.A, h, inp.subdomains, (r, c, v), n0)
+    (er, ec, ev), schur = extension(inp.A, h, inp.subdomains, (r, c, v), n0)
     cat = np.concatenate
-    interface = node_dofs(h.lo + h.gamma.astype(np.int64), h.bs)
-    return CoarseVectors(cat([r, er]).astype(np.int64), cat([c, ec]).astype(np.int64),
-                         cat([v, ev]), n0, interface_rows=interface), {**info, "n0": n0}
+    return CoarseVectors(cat([r, er]), cat([c, ec]), cat([v, ev]), n0,
+                         schur=SchurGalerkin(len(r), schur)), {**info, "n0": n0}
