@@ -6,11 +6,12 @@ alone), with the PC's default coarse space for the matrix.
     mpiexec -n 4 python benchmarks/partitions.py [--quick] [--out DIR]
     python benchmarks/partitions.py --report     (README.md from the JSON)
 
-Cases (the PC is told nothing but the matrix, its block size and near-null space):
+Cases (every run names its partitioner; the coarse space reads the matrix, its block size and
+near-null space only):
 
-- ``laplace2d``, ``channels2d``: examples/petsc_client.py's 5-point operator in natural
-  ordering on 127² points (PETSc's default rows: horizontal strips), coefficient 1 and five
-  channels of 1e4; GDSW (``-ddlearn_coarse_space gdsw``, its scalar form);
+- ``laplace2d``, ``channels2d``: the 5-point operator of :mod:`ddlearn.decomposition.problems`
+  in natural ordering on 127² points (PETSc's default rows: horizontal strips), coefficient 1
+  and channels of 1e4; GDSW (``-ddlearn_coarse_space gdsw``, its scalar form);
 - ``elasticity2d``, ``elasticity3d``: examples/elasticity.py's P1 elasticity with random stiff
   inclusions (1e6, seed 0) on 64² and 12³ cells in the mesh's node numbering; the default
   coarse space for systems (GDSW with the rigid-body modes).
@@ -32,26 +33,25 @@ from petsc4py import PETSc  # noqa: E402
 
 from ddlearn.harness import bench, fem  # noqa: E402
 from ddlearn.harness.study import Rows  # noqa: E402
-from ddlearn.harness.systems import solve_with_options  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-import petsc_client  # noqa: E402
+from ddlearn.decomposition.problems import make_problem  # noqa: E402
+from ddlearn.harness.systems import natural_matrix, solve_with_options  # noqa: E402
 
 PARTITIONERS = ("metis", "cluster_metis", "local_metis")
 PC = {"pc_type": "python", "pc_python_type": "ddlearn.pc.TwoLevelSchwarzPC"}
 
 
 def _cases(quick: bool) -> dict:
-    return {"laplace2d": ("client", 31 if quick else 127, 1.0),
-            "channels2d": ("client", 31 if quick else 127, 1e4),
+    return {"laplace2d": ("grid", 31 if quick else 127, 1.0),
+            "channels2d": ("grid", 31 if quick else 127, 1e4),
             "elasticity2d": ("fem", (2, 12 if quick else 64), 1e6),
             "elasticity3d": ("fem", (3, 5 if quick else 12), 1e6)}
 
 
 def _matrix(kind, size, contrast):
     """``(A, b, objects to destroy)`` of a case."""
-    if kind == "client":
-        A = petsc_client.assemble(size, contrast)
+    if kind == "grid":
+        A = natural_matrix(make_problem("poisson2d", size) if contrast == 1.0
+                           else make_problem("channels", size, contrast=contrast))
         b = A.createVecLeft()
         b.set(1.0)
         return A, b, [A, b]
@@ -65,7 +65,7 @@ def run_one(case: str, spec, partitioner: str, max_it: int) -> dict:
     ranks = PETSc.COMM_WORLD.getSize()
     options = {"ksp_type": "cg", "ksp_rtol": "1e-8", "ksp_max_it": str(max_it), **PC,
                "ddlearn_subdomains": str(4 * ranks), "ddlearn_partition": partitioner}
-    if kind == "client":
+    if kind == "grid":  # with coordinates attached the default would be the hats
         options["ddlearn_coarse_space"] = "gdsw"
     A, b, objs = _matrix(kind, size, contrast)
     bench.peak_reset()

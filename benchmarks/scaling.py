@@ -6,6 +6,8 @@ ddlearn's two-level methods grow with the number of subdomains N, beside PETSc's
              [--sizes K ...]
     python benchmarks/scaling.py --model      (the projected cost at P = N ranks from
                                                scaling.json: scaling_model.json)
+    python benchmarks/scaling.py --memory-model   (memory per rank and set-up at 1e8 unknowns
+                                               on 1000 ranks from scaling_memory_p*.json)
     python benchmarks/scaling.py --report     (README.md: tables, projection and plots)
 
 Series (box subdomains of ``sub^d`` unknowns, ``N = k^d`` of them, grid ``(k sub)^d``):
@@ -659,6 +661,86 @@ def model_table(rows: list[dict]) -> str:
 
 
 MODEL = "scaling_model"
+MEMORY = "scaling_memory_model"
+#: the projection of the memory model: unknowns, ranks, subdomains per rank (the PC's default)
+TARGET_N, TARGET_P, PER_RANK = 10 ** 8, 1000, 4
+
+
+def memory_model(runs: dict) -> list[dict]:
+    r"""Peak resident memory per rank and set-up time projected to :data:`TARGET_P` ranks and
+    :data:`TARGET_N` unknowns, per method, from one problem run on several rank counts
+    (``runs``: file stem to data, each with every rank's set-up peak ``peak_mb["setup"]``).
+
+    Assumptions (a strong-scaling fit, then weak scaling to the target):
+
+    - the median rank holds its rows' share: :math:`M_{med}(P) = M_0 + m\,n/P` (least squares
+      over the measured :math:`P`; :math:`M_0` the process and library, :math:`m` MB per
+      unknown: matrix rows, subdomain blocks and factors, coarse basis rows);
+    - the coarse rank holds, above the median, the coarse matrix and its Cholesky factor:
+      :math:`E = M_{max} - M_{med}` at the largest measured :math:`P`, grown with the factor of
+      a 3D mesh-like coarse graph, :math:`\mathrm{nnz}(L) \sim n_0^{4/3}`, to
+      :math:`n_0 = (n_0/N)\,\cdot` :data:`PER_RANK` :math:`P`;
+    - set-up: the median rank's share of the measured set-up minus the coarse factorisation,
+      scaled with its rows, plus the coarse factorisation grown as :math:`n_0^2` (nested
+      dissection of a 3D graph), with one rank's halo exchange per phase unchanged (neighbour
+      counts do not grow with :math:`P`); the network is not otherwise modelled;
+    - set-up work per rank is the measured wall time times the cores in use over the ranks
+      (the runs oversubscribe 2 cores from 4 ranks on)."""
+    by_method: dict[str, list] = {}
+    for name, data in runs.items():
+        for r in data["rows"]:
+            if r.get("peak_mb", {}).get("setup") and r.get("converged"):
+                by_method.setdefault(r["method"], []).append((data["cores"], r))
+    out = []
+    for method, got in by_method.items():
+        got.sort(key=lambda t: t[1]["ranks"])
+        P = np.array([r["ranks"] for _, r in got], dtype=float)
+        n = float(got[0][1]["unknowns"])
+        med = np.array([float(np.median(r["peak_mb"]["setup"])) for _, r in got])
+        top = np.array([max(r["peak_mb"]["setup"]) for _, r in got])
+        (M0, slope), *_ = np.linalg.lstsq(np.stack([np.ones_like(P), n / P], axis=1), med,
+                                          rcond=None)
+        cores, big = got[-1]
+        n0, N = big.get("n0") or 0, big["N"]
+        grow = ((n0 / N * PER_RANK * TARGET_P) / n0) if n0 else 1.0
+        excess = float(top[-1] - med[-1])
+        split = big.get("split", {})
+        work = big["setup_s"] * min(big["ranks"], cores) / big["ranks"]
+        coarse = split.get("coarse_setup_s", 0.0)
+        per_unknown = max(work - coarse, 0.0) / (n / big["ranks"])
+        local = TARGET_N / TARGET_P
+        out.append({
+            "method": method, "unknowns": int(n), "N": N, "n0": n0,
+            "measured": [{"ranks": int(p), "median_mb": float(m), "max_mb": float(t),
+                          "max_over_median": float(t / m)} for p, m, t in zip(P, med, top)],
+            "M0_mb": float(M0), "mb_per_unknown": float(slope),
+            "target": {"unknowns": TARGET_N, "ranks": TARGET_P, "N": PER_RANK * TARGET_P,
+                       "n0": int(round(n0 / N * PER_RANK * TARGET_P)) if n0 else None,
+                       "median_mb": float(M0 + slope * local),
+                       "coarse_rank_mb": float(M0 + slope * local + excess * grow ** (4 / 3)),
+                       "setup_s": float(per_unknown * local + coarse * grow ** 2)}})
+    return out
+
+
+def memory_table(rows: list[dict]) -> str:
+    lines = ["Measured: the set-up's peak resident memory, median and largest rank (MB):", "",
+             "| method | unknowns | ranks | median MB | largest MB | largest / median |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        for m in r["measured"]:
+            lines.append(f"| {r['method']} | {r['unknowns']:,} | {m['ranks']} | "
+                         f"{m['median_mb']:.0f} | {m['max_mb']:.0f} | "
+                         f"{m['max_over_median']:.2f} |")
+    lines += ["", f"Projected to {TARGET_N:.0e} unknowns on {TARGET_P} ranks, {PER_RANK} "
+              f"subdomains per rank (assumptions: `memory_model` in benchmarks/scaling.py):", "",
+              "| method | M_0 MB | MB per unknown | n_0 | median rank MB | coarse rank MB | "
+              "set-up s |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        t = r["target"]
+        lines.append(f"| {r['method']} | {r['M0_mb']:.0f} | {r['mb_per_unknown'] * 1e3:.3f}e-3 "
+                     f"| {t['n0'] or '–'} | {t['median_mb']:.0f} | {t['coarse_rank_mb']:.0f} | "
+                     f"{t['setup_s']:.0f} |")
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -666,6 +748,9 @@ def main(argv=None):
     ap.add_argument("--name", default="scaling", help="file stem of the JSON and plots")
     ap.add_argument("--model", action="store_true", help="the projected cost at P = N from "
                     "DIR/scaling.json; writes DIR/scaling_model.json")
+    ap.add_argument("--memory-model", action="store_true", help="peak memory per rank and "
+                    "set-up projected to 1e8 unknowns on 1000 ranks from DIR/scaling_memory_p*"
+                    ".json; writes DIR/scaling_memory_model.json")
     ap.add_argument("--dims", type=int, nargs="+", default=[3, 2], choices=[2, 3])
     ap.add_argument("--cases", nargs="+", default=SCALAR, choices=list(CASES),
                     help="elasticity: 3D only, not in the default run")
@@ -689,6 +774,13 @@ def main(argv=None):
                            "group": GROUP}, MODEL)
         bench.show(model_table(rows))
         return rows
+    if args.memory_model:
+        runs = {k: v for k, v in bench.results(args).items()
+                if k.startswith("scaling_memory_p")}
+        rows = memory_model(runs)
+        bench.write(args, {"memory_model": rows, "from": sorted(runs)}, MEMORY)
+        bench.show(memory_table(rows))
+        return rows
     if args.methods and set(args.methods) & set(AUX) and set(args.cases) - {"elasticity"}:
         ap.error(f"{', '.join(AUX)}: the elasticity case only (its client's Neumann matrices)")
     args.series = QUICK if args.quick else SERIES
@@ -707,6 +799,10 @@ def readme(args) -> dict:
         if name == MODEL:
             sections.append(("Projected at P = N ranks (scaling_model.json)",
                              model_table(data["model"])))
+            continue
+        if name == MEMORY:
+            sections.append(("Memory per rank, projected (scaling_memory_model.json)",
+                             memory_table(data["memory_model"])))
             continue
         if COMM.Get_rank() == 0:
             plot(data, os.path.join(args.out, name))

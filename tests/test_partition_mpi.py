@@ -5,6 +5,7 @@ rank without a hang."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 from mpi4py import MPI
 from petsc4py import PETSc
 
@@ -171,6 +172,33 @@ def test_local_metis_cuts_each_ranks_rows_into_its_share(bs, no_gather):
     part = np.empty(S.shape[0] // bs, dtype=np.int64)
     for i, o in owned.items():
         part[o[::bs] // bs] = i
+    _check_against(s, S, part, bs)
+    A.destroy()
+
+
+@pytest.mark.parametrize("bs", [1, 2])
+def test_cluster_metis_is_the_default_without_coordinates_on_several_ranks(bs, no_gather):
+    """Two-stage METIS: every part non-empty, each row in one part, the parts balanced and
+    connected in the graph, grown like the serial overlap; the default on several ranks."""
+    L = _laplacian((17, 16))
+    S = sp.kron(L, np.eye(2), format="csr") if bs > 1 else L
+    A, lo, hi = _distributed(S, bs)
+    N = 2 * COMM.size + 3
+    s = Subdomains.from_matrix(A, N, 1, None, None if COMM.size > 1 else "cluster_metis",
+                               block_size=bs)
+    assert s.partitioner == "cluster_metis"
+    owned = _by_id(s, "owned")
+    part = np.empty(S.shape[0] // bs, dtype=np.int64)
+    for i, o in owned.items():
+        part[o[::bs] // bs] = i
+    np.testing.assert_array_equal(np.sort(np.concatenate(list(owned.values()))),
+                                  np.arange(S.shape[0]))
+    sizes = np.bincount(part, minlength=N)
+    assert sizes.min() > 0 and sizes.max() <= 1.5 * sizes.mean(), sizes
+    G = _graph(L)
+    for i in range(N):
+        inside = np.flatnonzero(part == i)
+        assert connected_components(G[inside][:, inside])[0] == 1, i
     _check_against(s, S, part, bs)
     A.destroy()
 

@@ -23,9 +23,8 @@ layouts of :mod:`ddlearn.nn` build on). The module imports no PETSc. The partiti
   clusters' graph (:math:`O(N)` vertices) on rank 0 (:func:`cluster_metis`); parts cross rank
   boundaries; the default without coordinates on several ranks;
 - ``local_metis``: each rank's own rows (the diagonal block of its graph) cut by METIS into its
-  share of ``N`` (in proportion to its rows; with ``N`` below the ranks, whole ranks merged):
-  the graph alone, without a gather, parts that never cross a rank boundary and depend on the
-  number of ranks;
+  share of ``N`` (in proportion to its rows): the graph alone, without a gather, parts that
+  never cross a rank boundary and depend on the number of ranks;
 - ``local``: each rank's rows are one subdomain (PCHPDDM's default; ``N`` = the ranks);
 - ``groups``: on a coarse matrix that carries its column groups (one per fine subdomain,
   :func:`~.petsc_rows.column_groups`), unions of whole groups, METIS on each rank's groups (the
@@ -44,6 +43,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
+from scipy.sparse.csgraph import connected_components
 
 from .collective import collective_check
 from .parallel_partition import (DistributedGraph, distinct_values, fetch_values, gather_rows,
@@ -169,15 +169,11 @@ def metis(inp: PartitionInput) -> Labels:
 
 
 def local_metis(inp: PartitionInput) -> Labels:
-    """METIS on each rank's own nodes, into its share of ``N``; with fewer parts than ranks,
-    part :math:`\lfloor rN/P \rfloor` is the nodes of the ranks :math:`r` that map to it
-    (whole ranks: contiguous row blocks, neighbours in a sensible distribution)."""
+    """METIS on each rank's own nodes, into its share of ``N``."""
     _check_count(inp)
     g, N = inp.graph, inp.N
     nodes = np.diff(g.ranges)
-    me, P = g.mpi.Get_rank(), g.mpi.Get_size()
-    if N < P:
-        return Labels(np.full(g.hi - g.lo, me * N // P, dtype=np.int64), N)
+    me = g.mpi.Get_rank()
     shares = rank_shares(nodes, N)
     collective_check(inp.comm, shares[me] <= nodes[me],
                      f"{inp.option('partition', 'local_metis')} gives this rank {shares[me]} of "
@@ -201,8 +197,18 @@ def cluster_metis(inp: PartitionInput) -> Labels:
     g, N = inp.graph, inp.N
     mpi, nodes = g.mpi, g.hi - g.lo
     total = mpi.allreduce(nodes)
-    k = int(min(nodes, max(1, round(CLUSTERS * N * nodes / max(total, 1))))) if nodes else 0
+    # at least 4 nodes a cluster: METIS asked for nearly one part per vertex leaves most empty
+    k = int(min(max(1, nodes // 4), max(1, round(CLUSTERS * N * nodes / max(total, 1))))) \
+        if nodes else 0
     local_cluster = metis_partition(g.local_block(), k) if k else np.zeros(0, np.int64)
+    # clusters are the connected pieces of METIS's (a part of a rank's rows may be several);
+    # one left empty is no vertex of the clusters' graph
+    B = g.local_block().tocoo()
+    same = local_cluster[B.row] == local_cluster[B.col]
+    local_cluster = connected_components(
+        sp.csr_matrix((np.ones(int(same.sum())), (B.row[same], B.col[same])),
+                      shape=(nodes, nodes)), directed=False)[1].astype(np.int64)
+    k = int(local_cluster.max(initial=-1)) + 1
     first = mpi.exscan(k) or 0
     clusters = int(mpi.allreduce(k))
     cluster = first + local_cluster
