@@ -86,14 +86,6 @@ def run_one(problem, method: str, N: int | None, aux, max_it: int) -> dict:
     return rec
 
 
-def label(rec: dict) -> str:
-    if rec.get("error"):
-        return "error"
-    if not rec["converged"]:
-        return rec["reason_name"]
-    return str(rec["iterations"])
-
-
 def benchmark(args) -> dict:
     comm = PETSc.COMM_WORLD.tompi4py()
     cases = [(d, {2: args.cells2d, 3: args.cells3d}[d]) for d in args.dims]
@@ -124,7 +116,8 @@ def _log(rec: dict) -> dict:
              f"rnorm_true {rec['rnorm_true']:.1e}, n0 {rec.get('n0')}") if "rnorm_true" in rec \
         else rec.get("error", "")[:300]
     PETSc.Sys.Print(f"{rec['dim']}D {rec['dofs']} dofs contrast {rec['contrast']:g} "
-                    f"N {rec['N']} {rec['method']}: {label(rec)}  {extra}", comm=PETSc.COMM_WORLD)
+                    f"N {rec['N']} {rec['method']}: {bench.outcome(rec)}  {extra}",
+                    comm=PETSc.COMM_WORLD)
     return rec
 
 
@@ -175,7 +168,7 @@ def summary(data: dict) -> str:
                          f"{last['rnorm_true']:.1e}") if "solve_s" in last else "– | – | –"
                 lines.append(f"| {dim}D | {dofs} | {N if N else 'ranks'} | {method} | "
                              f"{n0 if n0 else '–'} | "
-                             + " | ".join(label(got[c]) if c in got else "–" for c in cs)
+                             + " | ".join(bench.outcome(got[c]) if c in got else "–" for c in cs)
                              + f" | {times} |")
     lines += ["", "Targets (spectral aux: max/min iterations over the contrasts ≤ 1.5; "
               "one-level / spectral aux at the largest contrast ≥ 4):", ""]

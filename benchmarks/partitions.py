@@ -87,15 +87,9 @@ def benchmark(args) -> dict:
             if not rows.done((case, p)):
                 rec = rows.add(run_one(case, spec, p, args.max_it))
                 part = rec.get("setup_split", {}).get("partition_s", float("nan"))
-                PETSc.Sys.Print(f"{case} {p}: {label(rec)} its, partition {part:.2f} s",
+                PETSc.Sys.Print(f"{case} {p}: {bench.outcome(rec)} its, partition {part:.2f} s",
                                 comm=PETSc.COMM_WORLD)
     return data
-
-
-def label(rec: dict) -> str:
-    if rec.get("error"):
-        return "error"
-    return str(rec["iterations"]) if rec["converged"] else rec["reason_name"]
 
 
 def summary(data: dict) -> str:
@@ -112,7 +106,8 @@ def summary(data: dict) -> str:
         peak = r.get("peak_mb") or [float("nan")]
         others = max(peak[1:]) if len(peak) > 1 else float("nan")
         part = r.get("setup_split", {}).get("partition_s", float("nan"))
-        lines.append(f"| {r['case']} | {r['unknowns']:,} | {r['partitioner']} | {label(r)} | "
+        lines.append(f"| {r['case']} | {r['unknowns']:,} | {r['partitioner']} | "
+                     f"{bench.outcome(r)} | "
                      f"{ratio:.2f} | {part:.2f} | {peak[0]:.0f} | {others:.0f} |")
     return "\n".join(lines)
 

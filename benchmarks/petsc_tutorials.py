@@ -270,17 +270,11 @@ def benchmark(args) -> dict:
             rec = run_client(case, options) if case["program"] == "client" else \
                 run_c(exes[case["program"]], case, options)
             rows.add({"case": name, "method": method, **rec})
-            print(f"{name} {method}: {label(rec)}"
+            print(f"{name} {method}: {bench.outcome(rec)}"
                   + (f"  {rec['setup_s']:.2f} s + {rec['solve_s']:.2f} s, peak "
                      f"{rec.get('peak_mb_max') or 0:.0f} MB" if "setup_s" in rec else ""),
                   flush=True)
     return data
-
-
-def label(rec: dict) -> str:
-    if rec.get("error"):
-        return "error"
-    return str(rec["iterations"]) if rec["converged"] else rec["reason_name"]
 
 
 def summary(data: dict) -> str:
@@ -291,7 +285,7 @@ def summary(data: dict) -> str:
         for r in (r for r in data["rows"] if r["case"] == name):
             ok = "setup_s" in r and r["setup_s"] is not None
             hi, lo = r.get("peak_mb_max"), r.get("peak_mb_min")
-            table.append([name, r["method"], label(r),
+            table.append([name, r["method"], bench.outcome(r),
                           f"{r['setup_s']:.2f}" if ok else "–",
                           f"{r['solve_s']:.2f}" if ok else "–",
                           f"{r['setup_s'] + r['solve_s']:.2f}" if ok else "–",

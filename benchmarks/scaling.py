@@ -689,7 +689,7 @@ def memory_model(runs: dict) -> list[dict]:
     by_method: dict[str, list] = {}
     for name, data in runs.items():
         for r in data["rows"]:
-            if r.get("peak_mb", {}).get("setup") and r.get("converged"):
+            if r.get("peak_mb", {}).get("setup") and not r.get("error"):
                 by_method.setdefault(r["method"], []).append((data["cores"], r))
     out = []
     for method, got in by_method.items():
@@ -733,11 +733,11 @@ def memory_table(rows: list[dict]) -> str:
                          f"{m['max_over_median']:.2f} |")
     lines += ["", f"Projected to {TARGET_N:.0e} unknowns on {TARGET_P} ranks, {PER_RANK} "
               f"subdomains per rank (assumptions: `memory_model` in benchmarks/scaling.py):", "",
-              "| method | M_0 MB | MB per unknown | n_0 | median rank MB | coarse rank MB | "
+              "| method | M_0 MB | kB per unknown | n_0 | median rank MB | coarse rank MB | "
               "set-up s |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         t = r["target"]
-        lines.append(f"| {r['method']} | {r['M0_mb']:.0f} | {r['mb_per_unknown'] * 1e3:.3f}e-3 "
+        lines.append(f"| {r['method']} | {r['M0_mb']:.0f} | {r['mb_per_unknown'] * 1e3:.2f} "
                      f"| {t['n0'] or '–'} | {t['median_mb']:.0f} | {t['coarse_rank_mb']:.0f} | "
                      f"{t['setup_s']:.0f} |")
     return "\n".join(lines)

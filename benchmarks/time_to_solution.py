@@ -205,16 +205,10 @@ def benchmark(args) -> dict:
             if rows.done((case, method, N)):
                 continue
             rec = rows.add({"case": case, **run_one(kind, problem, method, N, args.max_it)})
-            PETSc.Sys.Print(f"{case} {method} N={N}: {_label(rec)} "
+            PETSc.Sys.Print(f"{case} {method} N={N}: {bench.outcome(rec)} "
                             + (f"{rec['setup_s']:.2f} + {rec['solve_s']:.2f} s"
                                if "total_s" in rec else rec.get("error", "")[:200]))
     return data
-
-
-def _label(rec: dict) -> str:
-    if rec.get("error"):
-        return "error"
-    return str(rec["iterations"]) if rec["converged"] else rec["reason_name"]
 
 
 def _name(rec: dict) -> str:
@@ -242,7 +236,7 @@ def table(data: dict) -> str:
             t = (f"{r['setup_s']:.2f} | {r['solve_s']:.2f} | {r['total_s']:.2f} | "
                  + (f"{r['total_s'] / ref['total_s']:.2f}" if ref and r.get("converged")
                     else "–")) if "total_s" in r else "– | – | – | –"
-            lines.append(f"| {case} | {r['dofs']} | {_name(r)} | {_label(r)} | {t} |")
+            lines.append(f"| {case} | {r['dofs']} | {_name(r)} | {bench.outcome(r)} | {t} |")
     return "\n".join(lines)
 
 

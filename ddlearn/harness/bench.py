@@ -342,6 +342,14 @@ def wall(fn, comm=COMM) -> float:
     return timer.slowest(comm)["run"]
 
 
+def outcome(rec: dict) -> str:
+    """A solve's row in a table: its iterations, the reason it stopped without converging, or
+    ``error``."""
+    if rec.get("error"):
+        return "error"
+    return str(rec["iterations"]) if rec["converged"] else rec["reason_name"]
+
+
 def error_chain(e: BaseException) -> list[str]:
     """The messages of ``e`` and the exceptions it came from (cause or context), outermost
     first: a PETSc error as its code alone (its message is a traceback of PETSc's build

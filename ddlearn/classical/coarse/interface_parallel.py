@@ -343,15 +343,15 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
         if not len(touching):
             continue
         solver = SparseSolver(block[interior][:, interior])
+        B = rhs[:, touching]  # nonzero on the interior rows next to the interface only
         try:
-            B = rhs[:, touching].toarray()
-            X = solver.solve(B)
+            X = solver.solve(B.toarray())
         finally:
             solver.destroy()
         r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
         out_r.append(O[interior][r]), out_c.append(touching[c]), out_v.append(X[r, c])
         schur.append((np.repeat(touching, len(touching)), np.tile(touching, len(touching)),
-                      -(B.T @ X).ravel()))
+                      -np.asarray(B.T @ X).ravel()))
     for o in sets:
         o.destroy()
     for M in blocks:
