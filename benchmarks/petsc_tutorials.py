@@ -28,7 +28,8 @@ Every solve: CG to rtol 1e-8 on the unpreconditioned residual, at most 2000 iter
 - ``ddlearn``: ``ddlearn.pc.TwoLevelSchwarzPC`` with its defaults (on a MATIS: one subdomain per
   process, its local matrix as Neumann matrix, the adaptive spectral space: the eigenvectors of
   lambda < 0.5, at most 128 per subdomain); ``ddlearn-harmonic``, ``ddlearn-gdsw`` on the
-  assembled matrices (27 subdomains for ex56);
+  assembled matrices (27 subdomains for ex56; on a system with the balanced coarse correction,
+  their default there), ``ddlearn-gdsw-additive``: GDSW with the additive correction;
 - ``ddlearn-nev8`` / ``ddlearn-tau0.3``: the spectral space with a fixed 8 eigenvectors per
   subdomain (the earlier default), or with the threshold 0.3;
 - ``bddc``: PETSc's PCBDDC with its defaults (MATIS only), ``bddc-deluxe``: with deluxe
@@ -81,6 +82,8 @@ METHODS = {
     "ddlearn": (DDLEARN, True, True),
     "ddlearn-harmonic": (DDLEARN + ["-ddlearn_coarse_space", "harmonic"], False, True),
     "ddlearn-gdsw": (DDLEARN + ["-ddlearn_coarse_space", "gdsw"], False, True),
+    "ddlearn-gdsw-additive": (DDLEARN + ["-ddlearn_coarse_space", "gdsw",
+                                         "-ddlearn_coarse_correction", "additive"], False, True),
     "ddlearn-nev8": (DDLEARN + ["-ddlearn_spectral_nev", "8", "-ddlearn_spectral_threshold", "0"],
                      True, False),
     "ddlearn-tau0.3": (DDLEARN + ["-ddlearn_spectral_threshold", "0.3"], True, False),

@@ -178,12 +178,14 @@ def test_local_metis_cuts_each_ranks_rows_into_its_share(bs, no_gather):
 
 @pytest.mark.parametrize("bs", [1, 2])
 def test_cluster_metis_is_the_default_without_coordinates_on_several_ranks(bs, no_gather):
-    """Two-stage METIS: every part non-empty, each row in one part, the parts balanced and
-    connected in the graph, grown like the serial overlap; the default on several ranks."""
-    L = _laplacian((17, 16))
+    """Two-stage METIS (a graph above ``4 CLUSTERS N`` nodes: smaller ones are gathered):
+    every part non-empty, each row in one part, the parts balanced and connected in the graph,
+    grown like the serial overlap; the default on several ranks."""
+    L = _laplacian((60, 50))
     S = sp.kron(L, np.eye(2), format="csr") if bs > 1 else L
     A, lo, hi = _distributed(S, bs)
     N = 2 * COMM.size + 3
+    assert L.shape[0] > 4 * partition.CLUSTERS * N
     s = Subdomains.from_matrix(A, N, 1, None, None if COMM.size > 1 else "cluster_metis",
                                block_size=bs)
     assert s.partitioner == "cluster_metis"

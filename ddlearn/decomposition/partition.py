@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components
 
-from .collective import collective_check
+from .collective import collective_check, on_root
 from .parallel_partition import (DistributedGraph, distinct_values, fetch_values, gather_rows,
                                  rank_shares, rcb_labels)
 from .serial_partition import box_partition, grow_overlap, metis_partition, rcb_partition
@@ -163,8 +163,7 @@ def metis(inp: PartitionInput) -> Labels:
     _check_count(inp)
     g = inp.graph
     whole = gather_rows(g.mpi, g.rows)
-    part = metis_partition(whole, inp.N) if whole is not None else None
-    pieces = np.split(part, g.ranges[1:-1]) if part is not None else None
+    pieces = on_root(g.mpi, lambda: np.split(metis_partition(whole, inp.N), g.ranges[1:-1]))
     return Labels(g.mpi.scatter(pieces, root=0), inp.N)
 
 
@@ -192,11 +191,16 @@ def cluster_metis(inp: PartitionInput) -> Labels:
     by METIS (its diagonal block) into about ``CLUSTERS`` clusters per subdomain of its
     share; the clusters' graph (:math:`\approx 64N` vertices weighted by their nodes, edges by
     the couplings between them) gathered and cut into ``N`` parts by METIS on rank 0; each
-    rank's clusters take their parts back. Parts cross rank boundaries freely."""
+    rank's clusters take their parts back. Parts cross rank boundaries freely. A graph of at
+    most ``4 CLUSTERS N`` nodes is gathered and cut by :func:`metis` instead."""
     _check_count(inp)
     g, N = inp.graph, inp.N
     mpi, nodes = g.mpi, g.hi - g.lo
     total = mpi.allreduce(nodes)
+    if total <= 4 * CLUSTERS * N:
+        # clusters of fewer than 4 nodes: the whole graph is no larger than the clusters'
+        # would be (a coarse level's), so it is gathered
+        return metis(inp)
     # at least 4 nodes a cluster: METIS asked for nearly one part per vertex leaves most empty
     k = int(min(max(1, nodes // 4), max(1, round(CLUSTERS * N * nodes / max(total, 1))))) \
         if nodes else 0
@@ -228,13 +232,13 @@ def cluster_metis(inp: PartitionInput) -> Labels:
     edges = mpi.gather(np.column_stack([first + C.row[inner], C.col[inner], C.data[inner]]),
                        root=0)
     weights = mpi.gather(np.bincount(local_cluster, minlength=k), root=0)
-    part = None
-    if mpi.Get_rank() == 0:
+
+    def top():  # on rank 0; a METIS failure is raised on every rank
         e = np.concatenate(edges)
         G = sp.csr_matrix((e[:, 2], (e[:, 0], e[:, 1])), shape=(clusters, clusters))
-        part = np.split(metis_partition(G, N, np.concatenate(weights), edge_weights=True),
+        return np.split(metis_partition(G, N, np.concatenate(weights), edge_weights=True),
                         np.cumsum([len(w) for w in weights])[:-1])
-    mine = mpi.scatter(part, root=0)
+    mine = mpi.scatter(on_root(mpi, top), root=0)
     return Labels(mine[local_cluster] if k else np.zeros(0, np.int64), N)
 
 

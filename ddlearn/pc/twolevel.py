@@ -84,7 +84,7 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
     def __init__(self, coarse_space: str | CoarseSpace | None = None,
                  subdomains: int | None = None, overlap: int = 1, partition: str | None = None,
                  local_type: str = "basic", coarse_rank: int = 0,
-                 correction: str = "additive", near_null_space: str = "auto",
+                 correction: str | None = None, near_null_space: str = "auto",
                  coarse_ranks: int = 1, local_solver: str = "auto"):
         # the operator's form comes from the settings, checked with the options at set-up
         super().__init__(None, None, prefix="ddlearn_")
@@ -195,7 +195,7 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
             self._input.auxiliary = subdomain_neumann(P, self.subdomains, prefix)
             self._from_level_above = self._input.auxiliary is not None
         self.variant, self.correction, self.local_solver = \
-            s.local_type, s.correction, s.local_solver
+            s.local_type, s.correction_for(space, bs), s.local_solver
         timer.lap("basis_s")
         self._setup_s = timer.slowest(comm)
         super().initialize(pc, P)
@@ -245,7 +245,7 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
         ``n0`` and each family's summary under its name."""
         coarse = self.two_level.coarse
         out = {"coarse_space": self.space.name if self.space else "none",
-               "correction": self.settings.correction,
+               "correction": self.correction,
                "n0": self.Phi.getSize()[1] if self.Phi is not None else 0,
                "coarse_ranks": list(coarse.ranks) if coarse else [],
                "coarse_solver": coarse.solver if coarse else "",

@@ -98,7 +98,8 @@ class GDSW(InterfaceCoarseSpace):
     :func:`gdsw_basis`. The default splits only at a jump of two orders of magnitude between
     neighbouring interface nodes: a constant coefficient (node stiffness within a factor 8
     of its neighbours, the Dirichlet boundary included) keeps the classical components.
-    Measured (``benchmarks/time_to_solution.py``, CG 1e-8, 2 and 16 subdomains): PETSc's ksp
+    Measured with the additive correction (``benchmarks/time_to_solution.py``, CG 1e-8, 2 and
+    16 subdomains): PETSc's ksp
     tutorial ex56 sphere (3D Q1 elasticity, contrast 1e6, 39 744 dofs) 29 / 81 iterations
     without the split, 26 / 54 with it; 20 jagged P1 inclusions (contrast 1e6, 9 450 dofs)
     87 / 540 without, 50 / 230 with."""
