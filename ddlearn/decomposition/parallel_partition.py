@@ -24,9 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-__all__ = ["exchange", "fetch_values", "gather_rows", "DistributedGraph",
-           "distinct_values", "rcb_labels", "rank_shares",
-           "assign_holders", "redistribute", "grow_overlap_parallel"]
+__all__ = ["exchange", "float_bits", "bits_float", "fetch_values", "gather_rows",
+           "DistributedGraph", "distinct_values", "rcb_labels", "rank_shares", "assign_holders",
+           "redistribute", "grow_overlap_parallel"]
 
 #: entries of the histogram one RCB selection step allreduces (groups x buckets), at most
 _HISTOGRAM = 1 << 16
@@ -49,10 +49,20 @@ def exchange(mpi: MPI.Comm, dest: np.ndarray, payload: np.ndarray):
     return recv.reshape(-1, width), np.repeat(np.arange(P), got)
 
 
+def float_bits(x: np.ndarray) -> np.ndarray:
+    """Floats as the ``int64`` of their bits: real values in an integer :func:`exchange`."""
+    return np.ascontiguousarray(x, dtype=np.float64).view(np.int64)
+
+
+def bits_float(x: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`float_bits`."""
+    return np.ascontiguousarray(x, dtype=np.int64).view(np.float64)
+
+
 def fetch_values(mpi: MPI.Comm, ranges: np.ndarray, values: np.ndarray,
                  which: np.ndarray) -> np.ndarray:
     """The rows of ``values`` (this rank's nodes ``ranges[r]..ranges[r+1]-1``, an integer array
-    of shape ``(local, w)``, any of a float array viewed as ``int64``) that their owners hold for
+    of shape ``(local, w)``; floats through :func:`float_bits`) that their owners hold for
     the global nodes ``which`` (any rank's, distinct), shape ``(len(which), w)`` (collective: the
     requests go to the owners and the rows come back, two all-to-alls)."""
     which = np.asarray(which, dtype=np.int64)

@@ -204,10 +204,11 @@ def cluster_metis(inp: PartitionInput) -> Labels:
     # at least 4 nodes a cluster: METIS asked for nearly one part per vertex leaves most empty
     k = int(min(max(1, nodes // 4), max(1, round(CLUSTERS * N * nodes / max(total, 1))))) \
         if nodes else 0
-    local_cluster = metis_partition(g.local_block(), k) if k else np.zeros(0, np.int64)
+    block = g.local_block()
+    local_cluster = metis_partition(block, k) if k else np.zeros(0, np.int64)
     # clusters are the connected pieces of METIS's (a part of a rank's rows may be several);
     # one left empty is no vertex of the clusters' graph
-    B = g.local_block().tocoo()
+    B = block.tocoo()
     same = local_cluster[B.row] == local_cluster[B.col]
     local_cluster = connected_components(
         sp.csr_matrix((np.ones(int(same.sum())), (B.row[same], B.col[same])),

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
-from .parallel_partition import exchange, gather_rows
+from .parallel_partition import bits_float, exchange, float_bits, gather_rows
 from .structured import Decomposition
 
 __all__ = ["RowLayout", "distributed_aij", "sequential_aij", "coarse_basis_matrix",
@@ -120,11 +120,10 @@ def coarse_basis_matrix(comm, nlocal_rows: int, n0: int, rows, cols, vals,
     vals = np.asarray(vals, dtype=np.float64)
     away = (rows < lo) | (rows >= hi)
     got, _ = exchange(mpi, np.searchsorted(ranges, rows[away], side="right") - 1,
-                      np.column_stack([rows[away], cols[away],
-                                       np.ascontiguousarray(vals[away]).view(np.int64)]))
+                      np.column_stack([rows[away], cols[away], float_bits(vals[away])]))
     own = ~away
     cat = np.concatenate
-    R = sp.csr_matrix((cat([vals[own], np.ascontiguousarray(got[:, 2]).view(np.float64)]),
+    R = sp.csr_matrix((cat([vals[own], bits_float(got[:, 2])]),
                        (cat([rows[own], got[:, 0]]) - lo, cat([cols[own], got[:, 1]]))),
                       shape=(hi - lo, n0))
     R.sum_duplicates()  # sorted, distinct columns per row

@@ -130,9 +130,9 @@ class Settings:
     def correction_for(self, space: CoarseSpace | None, block_size: int) -> str:
         """The form of the coarse correction asked for; by default ``balanced`` for a GDSW-type
         space on a system (block size > 1), ``additive`` otherwise. Measured
-        (``benchmarks/petsc_tutorials.py``, ``benchmarks/elasticity.py``): on elasticity
-        from the matrix alone the balanced form cuts GDSW's iterations by a third or more
-        for two more products with the matrix and one more coarse solve per apply."""
+        (``benchmarks/petsc_tutorials.py``): on elasticity from the matrix alone the balanced
+        form cuts GDSW's iterations by about a third, for two more products with the matrix and
+        one more coarse solve per apply."""
         if self.correction is not None:
             return self.correction
         interface = isinstance(space, InterfaceCoarseSpace) or (

@@ -35,7 +35,8 @@ from ..overlapping import SparseSolver
 
 __all__ = ["node_matrix", "interface_nodes", "interface_components", "extension_galerkin",
            "coefficient_pieces", "checked_split_ratio", "coarse_nodes", "node_stiffness",
-           "touch_matrix", "energy_minimal_extension", "on_rank0", "InterfaceCoarseSpace"]
+           "touch_matrix", "touch_incidence", "padded_rows", "energy_minimal_extension",
+           "on_rank0", "InterfaceCoarseSpace"]
 
 
 def node_matrix(A: sp.csr_matrix, bs: int) -> sp.csr_matrix:
@@ -64,11 +65,7 @@ def interface_components(A: sp.csr_matrix, part: np.ndarray, block_size: int = 1
     A = node_matrix(sp.csr_matrix(A), block_size)
     touch = touch_matrix(A, part[::block_size], gamma)  # a row: a node's touch set, sorted
     # equal touch sets, found at once: rows padded with -1 to the longest, made unique
-    width = np.diff(touch.indptr)
-    padded = np.full((len(gamma), int(width.max(initial=0))), -1, dtype=np.int64)
-    padded[np.repeat(np.arange(len(gamma)), width),
-           np.arange(touch.nnz) - np.repeat(touch.indptr[:-1], width)] = touch.indices
-    sets, label = np.unique(padded, axis=0, return_inverse=True)
+    sets, label = np.unique(padded_rows(touch), axis=0, return_inverse=True)
     label = label.ravel()
     G = A[gamma][:, gamma].tocoo()
     same = label[G.row] == label[G.col]
@@ -121,20 +118,39 @@ def coefficient_pieces(A: sp.csr_matrix, gamma: np.ndarray, component: np.ndarra
     return csgraph.connected_components(H, directed=False)[1]
 
 
-def touch_matrix(nodes: sp.csr_matrix, node_part: np.ndarray,
-                 gamma: np.ndarray) -> sp.csr_matrix:
-    """The touch sets of the interface nodes ``gamma`` as an incidence matrix (node x part, 1
-    on the parts of the node and of its neighbours; sorted indices), from the node graph
-    ``nodes`` (:func:`node_matrix`) and the part of each node."""
-    rows = sp.csr_matrix(nodes[gamma])
-    own = np.arange(len(gamma))
-    touch = sp.csr_matrix((np.ones(rows.nnz + len(gamma)),
+def touch_incidence(rows: sp.csr_matrix, neighbour_part: np.ndarray, own_part: np.ndarray,
+                    parts: int) -> sp.csr_matrix:
+    """The touch sets of interface nodes as an incidence matrix (node x part, 1 on the parts of
+    the node and of its neighbours; sorted indices): ``rows`` the nodes' rows of the node graph,
+    ``neighbour_part`` the part of each of their entries, ``own_part`` each node's part."""
+    own = np.arange(rows.shape[0])
+    touch = sp.csr_matrix((np.ones(rows.nnz + len(own)),
                            (np.concatenate([np.repeat(own, np.diff(rows.indptr)), own]),
-                            np.concatenate([node_part[rows.indices], node_part[gamma]]))),
-                          shape=(len(gamma), int(node_part.max()) + 1))
+                            np.concatenate([neighbour_part, own_part]))),
+                          shape=(len(own), parts))
     touch.sum_duplicates()
     touch.data[:] = 1.0
     return touch
+
+
+def touch_matrix(nodes: sp.csr_matrix, node_part: np.ndarray,
+                 gamma: np.ndarray) -> sp.csr_matrix:
+    """:func:`touch_incidence` of the interface nodes ``gamma``, from the node graph ``nodes``
+    (:func:`node_matrix`) and the part of each node."""
+    rows = sp.csr_matrix(nodes[gamma])
+    return touch_incidence(rows, node_part[rows.indices], node_part[gamma],
+                           int(node_part.max()) + 1)
+
+
+def padded_rows(touch: sp.csr_matrix, width: int | None = None) -> np.ndarray:
+    """The column indices of each row of ``touch``, one row each, padded with -1 to ``width``
+    (default: the longest row): touch sets that compare as rows."""
+    count = np.diff(touch.indptr)
+    width = int(count.max(initial=0)) if width is None else width
+    out = np.full((touch.shape[0], width), -1, dtype=np.int64)
+    out[np.repeat(np.arange(touch.shape[0]), count),
+        np.arange(touch.nnz) - np.repeat(touch.indptr[:-1], count)] = touch.indices
+    return out
 
 
 def _sets_matrix(sets, parts: int) -> sp.csr_matrix:

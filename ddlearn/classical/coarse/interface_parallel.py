@@ -46,11 +46,11 @@ import scipy.sparse.csgraph as csgraph
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from ...decomposition.parallel_partition import exchange, fetch_values
+from ...decomposition.parallel_partition import bits_float, exchange, fetch_values, float_bits
 from ...decomposition.subdomains import node_dofs
 from ..coarse_space import CoarseInput, CoarseVectors, SchurGalerkin
 from ..overlapping import SparseSolver
-from .interface import coarse_nodes
+from .interface import coarse_nodes, padded_rows, touch_incidence
 
 __all__ = ["InterfaceHalo", "components", "gdsw_groups", "rgdsw_groups", "interface_columns",
            "extension", "parallel_vectors"]
@@ -59,12 +59,11 @@ __all__ = ["InterfaceHalo", "components", "gdsw_groups", "rgdsw_groups", "interf
 RTOL = 1e-10
 
 
-def _as_ints(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.float64).view(np.int64)
-
-
-def _as_floats(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=np.int64).view(np.float64)
+def _entries(rows: list, cols: list, vals: list) -> tuple:
+    """Lists of per-piece ``(rows, cols, vals)`` arrays joined (empty arrays for no piece)."""
+    cat = np.concatenate
+    return (cat(rows + [np.zeros(0, np.int64)]), cat(cols + [np.zeros(0, np.int64)]),
+            cat(vals + [np.zeros(0)]))
 
 
 class InterfaceHalo:
@@ -123,19 +122,12 @@ class InterfaceHalo:
                                                                     np.diff(stored.indptr))]
         self.gamma = np.unique(np.repeat(np.arange(nl), np.diff(stored.indptr))[cross])
         rows = self.graph[self.gamma]
-        T = sp.csr_matrix((np.ones(rows.nnz + len(self.gamma)),
-                           (np.concatenate([np.repeat(np.arange(len(self.gamma)),
-                                                      np.diff(rows.indptr)),
-                                            np.arange(len(self.gamma))]),
-                            np.concatenate([self.part_of(rows.indices), self.part[self.gamma]]))),
-                          shape=(len(self.gamma), subdomains.N))
-        T.sum_duplicates()  # sorted, distinct parts per row
-        width = np.diff(T.indptr)
+        T = touch_incidence(rows, self.part_of(rows.indices), self.part[self.gamma],
+                            subdomains.N)
         # at least one column: a non-interface node reads as a row of -1 (no interface: N = 1)
-        self.width = max(1, int(mpi.allreduce(int(width.max(initial=0)), op=MPI.MAX)))
-        self.touch = np.full((len(self.gamma), self.width), -1, dtype=np.int64)
-        self.touch[np.repeat(np.arange(len(self.gamma)), width),
-                   np.arange(T.nnz) - np.repeat(T.indptr[:-1], width)] = T.indices
+        self.width = max(1, int(mpi.allreduce(int(np.diff(T.indptr).max(initial=0)),
+                                              op=MPI.MAX)))
+        self.touch = padded_rows(T, self.width)
 
     def _owner(self, nodes: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.ranges, nodes, side="right") - 1
@@ -187,8 +179,8 @@ def components(h: InterfaceHalo, split_ratio: float = 0.0):
     r, c = rows.row[edge], where[edge]
     same = (touch[r] == touch[c]).all(axis=1)
     if split_ratio:
-        s = np.concatenate([h.stiffness[h.gamma], _as_floats(fetch_values(
-            mpi, h.ranges, _as_ints(h.stiffness)[:, None], ghosts)[:, 0])])
+        s = np.concatenate([h.stiffness[h.gamma], bits_float(fetch_values(
+            mpi, h.ranges, float_bits(h.stiffness)[:, None], ghosts)[:, 0])])
         same &= np.maximum(s[r], s[c]) < split_ratio * np.minimum(s[r], s[c])
     total = m + len(ghosts)
     G = sp.csr_matrix((np.ones(int(same.sum())), (r[same], c[same])), shape=(total, total))
@@ -229,10 +221,12 @@ def rgdsw_groups(h: InterfaceHalo):
     touch set, allgathered), as :func:`gdsw_groups` (collective)."""
     component, owner, keys = components(h)
     C = len(owner)
-    keys = np.vstack(h.mpi.allgather(keys)) if C else np.zeros((0, h.width), dtype=np.int64)
-    coarse, held = coarse_nodes([tuple(int(p) for p in k if p >= 0) for k in keys], h.N) \
-        if C else (np.zeros(0, dtype=np.int64), sp.csr_matrix((0, 0)))
-    member = sp.csr_matrix(held[component]).tocoo() if C else sp.coo_matrix((0, 0))
+    if not C:  # no interface anywhere (every rank agrees: C is global)
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)), owner, \
+            {"coarse_nodes": 0, "components": 0}
+    keys = np.vstack(h.mpi.allgather(keys))
+    coarse, held = coarse_nodes([tuple(int(p) for p in k if p >= 0) for k in keys], h.N)
+    member = sp.csr_matrix(held[component]).tocoo()
     count = np.bincount(member.row, minlength=len(component))
     node = member.row.astype(np.int64)
     return (node, member.col.astype(np.int64), 1.0 / np.maximum(count[node], 1)), \
@@ -261,12 +255,9 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
     cuts = np.flatnonzero(np.diff(group[order])) + 1
     mine = [k for k in np.split(order, cuts) if len(k)]
     if Z is None:
-        rows = [node_dofs(h.lo + h.gamma[node[k]], bs) for k in mine]
-        cols = [np.full(len(k) * bs, group[k[0]]) for k in mine]
-        vals = [np.repeat(weight[k], bs) for k in mine]
-        cat = np.concatenate
-        return (cat(rows + [np.zeros(0, np.int64)]), cat(cols + [np.zeros(0, np.int64)]),
-                cat(vals + [np.zeros(0)]), len(owner))
+        return (*_entries([dofs_of(k) for k in mine],
+                          [np.full(len(k) * bs, group[k[0]]) for k in mine],
+                          [np.repeat(weight[k], bs) for k in mine]), len(owner))
     first = lambda k: int(group[k[0]])  # noqa: E731
     blocks = [np.repeat(weight[k], bs)[:, None] * Z[dofs_of(k) - h.lo * bs] for k in mine]
     R = [np.linalg.qr(B, mode="r") if B.shape[0] > B.shape[1] else B for B in blocks]
@@ -294,10 +285,7 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
         U = B @ t
         r, c = np.nonzero(U)
         rows.append(dofs_of(k)[r]), cols.append(o + c), vals.append(U[r, c])
-    cat = np.concatenate
-    n0 = int(mpi.allreduce(sum(counts.values())))
-    return (cat(rows + [np.zeros(0, np.int64)]), cat(cols + [np.zeros(0, np.int64)]),
-            cat(vals + [np.zeros(0)]), n0)
+    return (*_entries(rows, cols, vals), int(mpi.allreduce(sum(counts.values()))))
 
 
 def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
@@ -318,14 +306,14 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
     rows, cols, vals = entries
     node_part = h.part[rows // bs - h.lo]
     got, _ = exchange(mpi, holder[node_part],
-                      np.column_stack([node_part, rows, cols, _as_ints(vals)]))
+                      np.column_stack([node_part, rows, cols, float_bits(vals)]))
     gamma_part = h.part[h.gamma]
     faces, _ = exchange(mpi, holder[gamma_part],
                         np.column_stack([gamma_part, h.lo + h.gamma.astype(np.int64)]))
     sets = [PETSc.IS().createGeneral(o.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
             for o in subdomains.owned]
     blocks = A.createSubMatrices(sets) if sets else []
-    out_r, out_c, out_v, schur = [], [], [], []
+    out_r, out_c, out_v, sr, sc, sv = [], [], [], [], [], []
     got, faces = got[np.argsort(got[:, 0], kind="stable")], faces[np.argsort(faces[:, 0])]
     for i, O, M in zip(subdomains.ids, subdomains.owned, blocks):
         on = node_dofs(faces[slice(*np.searchsorted(faces[:, 0], [i, i + 1])), 1], bs)
@@ -336,7 +324,7 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
         indptr, indices, values = M.getValuesCSR()
         block = sp.csr_matrix((values, indices, indptr), shape=(len(O), len(O)))
         position = np.searchsorted(O, mine[:, 1])
-        Phi_gamma = sp.csr_matrix((_as_floats(mine[:, 3]), (position, mine[:, 2])),
+        Phi_gamma = sp.csr_matrix((bits_float(mine[:, 3]), (position, mine[:, 2])),
                                   shape=(len(O), n0))
         rhs = -(block[interior] @ Phi_gamma).tocsc()
         touching = np.flatnonzero(np.diff(rhs.indptr))
@@ -350,16 +338,14 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
             solver.destroy()
         r, c = np.nonzero(np.abs(X) > 1e-14 * np.abs(X).max())
         out_r.append(O[interior][r]), out_c.append(touching[c]), out_v.append(X[r, c])
-        schur.append((np.repeat(touching, len(touching)), np.tile(touching, len(touching)),
-                      -np.asarray(B.T @ X).ravel()))
+        sr.append(np.repeat(touching, len(touching))), sc.append(np.tile(touching,
+                                                                         len(touching)))
+        sv.append(-np.asarray(B.T @ X).ravel())
     for o in sets:
         o.destroy()
     for M in blocks:
         M.destroy()
-    cat = np.concatenate
-    none = [(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))]
-    return (cat(out_r + [none[0][0]]), cat(out_c + [none[0][0]]), cat(out_v + [none[0][2]])), \
-        tuple(cat([t[k] for t in schur + none]) for k in range(3))
+    return _entries(out_r, out_c, out_v), _entries(sr, sc, sv)
 
 
 def parallel_vectors(inp: CoarseInput, grouping) -> tuple[CoarseVectors, dict]:
