@@ -50,10 +50,11 @@ ddlearn's two-level PC on groups of coarse functions, Nicolaides on the third le
 Recorded per run: iterations, set-up and solve time (slowest rank, barriers around each), the
 PC's own split (partition, basis, local factorisations, coarse set-up; apply time in the local
 and the coarse part), n_0, and the peak resident memory of every rank in each phase
-(``peak_mb``: assembly, set-up, solve; ``VmHWM`` reset as each phase starts) and over the run. Every run oversubscribes the machine's cores when ranks > cores: the
-JSON says how many of each; compare methods of one run, not runs. Writes ``<STEM>.json``
-(default ``scaling``; the committed ``scaling_3level_overlap1`` is a run with
-``--coarse-overlap 1``) and its plots ``<STEM>_iterations.png``, ``<STEM>_apply.png``.
+(``peak_mb``: assembly, set-up, solve; ``VmHWM`` reset as each phase starts) and over the run.
+Every run oversubscribes the machine's cores when ranks > cores: the JSON says how many of
+each; compare methods of one run, not runs. Writes ``<STEM>.json`` (default ``scaling``; the
+committed ``scaling_3level_overlap1`` is a run with ``--coarse-overlap 1``) and its plots
+``<STEM>_iterations.png``, ``<STEM>_apply.png``.
 """
 from __future__ import annotations
 
@@ -415,7 +416,7 @@ def against_tuned_gamg(rows: list[dict], N: int) -> list[str]:
 
 def memory_lines(rows: list[dict]) -> list[str]:
     """Per run with a phase record: each phase's peak resident memory on the largest rank and
-    its ratio to the median rank's (runs of this version of the study onward)."""
+    its ratio to the median rank's (the files that record the phases)."""
     have = [r for r in rows if r.get("peak_mb")]
     if not have:
         return []
