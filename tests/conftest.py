@@ -186,6 +186,16 @@ def two_level_ksp(A, space, subdomains: int) -> PETSc.KSP:
     return ksp
 
 
+def span_gap(P: np.ndarray, S: np.ndarray) -> float:
+    """The larger relative residual of each basis (columns) in the span of the other: 0 for
+    two bases of one space, whatever their order and orientation."""
+    worst = 0.0
+    for X, Y in ((P, S), (S, P)):
+        c = np.linalg.lstsq(X, Y, rcond=None)[0]
+        worst = max(worst, np.abs(X @ c - Y).max() / np.abs(Y).max())
+    return worst
+
+
 def gathered_sets(ctx):
     """Every subdomain's ``(I_i, D_i)`` of a set-up ddlearn PC, in subdomain order, on every
     rank: ``(sets, weights)``."""

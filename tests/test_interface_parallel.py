@@ -1,14 +1,15 @@
-"""GDSW and RGDSW built from each rank's own rows (nothing gathered) against the serial build on
-the gathered matrix, on 1-4 ranks: 2D and 3D elasticity (block sizes 2 and 3, rigid-body modes,
-stiff inclusions split by coefficient), scalar channels without a near-null space, METIS
-(irregular), RCB and box partitions. The two bases span the same space column group by column
-group (to round-off), with the same counts."""
+"""GDSW, RGDSW and harmonic built from each rank's own rows (nothing gathered) against the serial
+build on the gathered matrix, on 1-4 ranks: 2D and 3D elasticity (block sizes 2 and 3,
+rigid-body modes, stiff inclusions split by coefficient), scalar channels without a near-null
+space, METIS (irregular), RCB and box partitions. The two bases span the same space column group
+by column group (to round-off), with the same counts."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
 from ddlearn.classical.coarse.gdsw import GDSW
+from ddlearn.classical.coarse.harmonic import Harmonic
 from ddlearn.classical.coarse.interface import on_rank0
 from ddlearn.classical.coarse.rgdsw import RGDSW
 from ddlearn.classical.coarse_space import CoarseInput, coarse_basis
@@ -18,7 +19,7 @@ from ddlearn.decomposition.subdomains import Subdomains
 from ddlearn.decomposition.problems import make_problem
 from ddlearn.harness import fem
 
-from conftest import gathered_csr, natural_matrix_of
+from conftest import gathered_csr, natural_matrix_of, span_gap
 
 pytestmark = pytest.mark.mpi
 COMM = MPI.COMM_WORLD
@@ -31,15 +32,6 @@ def _gathered(v, n: int) -> sp.csr_matrix:
     return sp.csr_matrix((cat([p[2] for p in parts]),
                           (cat([p[0] for p in parts]), cat([p[1] for p in parts]))),
                          shape=(n, v.n0))
-
-
-def _same_span(P: np.ndarray, S: np.ndarray) -> float:
-    """The larger relative residual of each basis in the span of the other."""
-    worst = 0.0
-    for X, Y in ((P, S), (S, P)):
-        c = np.linalg.lstsq(X, Y, rcond=None)[0]
-        worst = max(worst, np.abs(X @ c - Y).max() / np.abs(Y).max())
-    return worst
 
 
 def _elasticity(dim: int, cells: int):
@@ -64,8 +56,16 @@ CASES = {
 }
 
 
+#: how far each basis may leave the other's span: harmonic's sampled traces are kept as the
+#: leading singular subspace of the traces, as stable under round-off as its gap to the first
+#: singular value dropped (each region draws the same random data in both builds)
+SPAN = {GDSW: 1e-9, RGDSW: 1e-9, Harmonic: 1e-7}
+SPACES = pytest.mark.parametrize("space", [GDSW, RGDSW, Harmonic],
+                                 ids=["gdsw", "rgdsw", "harmonic"])
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("space", [GDSW, RGDSW], ids=["gdsw", "rgdsw"])
+@SPACES
 def test_gather_free_basis_is_the_serial_one(case, space):
     make, partitioner, N = CASES[case]
     A, points, Z, bs = make()
@@ -82,16 +82,16 @@ def test_gather_free_basis_is_the_serial_one(case, space):
     assert P.shape == S.shape and P.shape[1] > 0
     # each entry once (the COO assembly would add repeats)
     assert len(np.unique(P.tocoo().row * P.shape[1] + P.tocoo().col)) == P.nnz
-    assert _same_span(P.toarray(), S.toarray()) < 1e-9
+    assert span_gap(P.toarray(), S.toarray()) < SPAN[space]
     # the coarse matrices agree as well: the same Galerkin operator on the common span
     As = gathered_csr(A)
     c = np.linalg.lstsq(P.toarray(), S.toarray(), rcond=None)[0]
     A0p, A0s = (P.T @ As @ P).toarray(), (S.T @ As @ S).toarray()
-    assert np.abs(c.T @ A0p @ c - A0s).max() <= 1e-8 * np.abs(A0s).max()
+    assert np.abs(c.T @ A0p @ c - A0s).max() <= 10 * SPAN[space] * np.abs(A0s).max()
     A.destroy()
 
 
-@pytest.mark.parametrize("space", [GDSW, RGDSW], ids=["gdsw", "rgdsw"])
+@SPACES
 def test_coarse_matrix_from_the_interface_rows_is_the_galerkin_product(space):
     """The coarse matrix handed over with the gather-free basis, from its interface rows alone,
     equals PETSc's triple product over every row (to the extension's round-off)."""

@@ -119,7 +119,7 @@ class DistributedGraph:
         self.n = int(self.ranges[-1])
 
     @classmethod
-    def from_matrix(cls, A, bs: int = 1) -> "DistributedGraph":
+    def from_matrix(cls, A, bs: int = 1, nonzero: bool = False) -> "DistributedGraph":
         r"""The nodes' graph of the PETSc matrix ``A``, symmetrised: node :math:`a` and :math:`c 
 e a` coupled
         if :math:`a_{jl} 
@@ -127,13 +127,18 @@ e 0` or :math:`a_{lj}
 e 0` for a dof :math:`j` of :math:`a` and
         :math:`l` of :math:`c` (block size :math:`b`: node :math:`a` is dofs
         :math:`b a .. b a + b - 1`). The transposed entries of other ranks' columns go to their
-        owners in one all-to-all (the halo's size, not the matrix's)."""
+        owners in one all-to-all (the halo's size, not the matrix's). ``nonzero``: couplings
+        whose entries are all stored zeros (a Dirichlet row's, zeroed in place) left out."""
         mpi = A.getComm().tompi4py()
         ranges = np.asarray(A.getOwnershipRanges(), dtype=np.int64) // bs
         lo = int(ranges[mpi.Get_rank()])
         nl, n = int(ranges[mpi.Get_rank() + 1]) - lo, int(ranges[-1])
-        indptr, indices, _ = A.getValuesCSR()
-        if bs == 1:  # PETSc's rows already hold sorted, distinct columns
+        indptr, indices, values = A.getValuesCSR()
+        if nonzero:
+            keep = values != 0
+            mine = _pattern(np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))[keep] // bs,
+                            np.asarray(indices, dtype=np.int64)[keep] // bs, (nl, n))
+        elif bs == 1:  # PETSc's rows already hold sorted, distinct columns
             mine = sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr),
                                  shape=(nl, n))
         else:

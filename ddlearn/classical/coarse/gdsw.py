@@ -23,7 +23,7 @@ from ...decomposition.collective import on_root
 from ...decomposition.subdomains import node_dofs
 from .interface import (InterfaceCoarseSpace, checked_split_ratio, coefficient_pieces,
                         energy_minimal_extension, interface_components)
-from .interface_parallel import gdsw_groups, parallel_vectors
+from .interface_parallel import gdsw_groups, grouped, parallel_vectors
 from .nicolaides import orthonormal_columns
 
 __all__ = ["GDSW", "gdsw_basis", "group_columns", "block_columns", "interface_basis",
@@ -120,7 +120,8 @@ class GDSW(InterfaceCoarseSpace):
         return gdsw_basis(A, part, Z, block_size, self.split_ratio, mpi)
 
     def vectors(self, inp):
-        out, self.found = parallel_vectors(inp, lambda h: gdsw_groups(h, self.split_ratio))
+        out, self.found = parallel_vectors(
+            inp, grouped(lambda h: gdsw_groups(h, self.split_ratio), inp.null_space))
         return out
 
     def describe(self) -> dict:

@@ -40,13 +40,20 @@ Per interface component :math:`c` (:mod:`.interface`, split by coefficient as GD
 A component of one node (a vertex) keeps GDSW's functions. The columns of :math:`\Phi` are
 fixed once built, so the preconditioner is a fixed SPD map for CG.
 
-Where the work is done: the interface, its components and the regions are found on rank 0 from
-the gathered matrix (as GDSW's); the regions, one sparse factorisation each and the bulk of the
-set-up, are spread over the ranks in rounds (each rank is sent a region's rows of the matrix,
-factors it, samples it and returns the traces); rank 0 compresses them, assembles
-:math:`\Phi_\Gamma` and extends it. Each region draws its random data from its own stream,
-seeded by ``seed`` and the region's index, so the same matrix and parts give the same
-:math:`\Phi` on any number of ranks.
+Where the work is done. With part regions (the default) nothing is gathered
+(:func:`parallel_interface_values`, on :mod:`.interface_parallel`'s halo, components and
+extension): each part's holder grows its part by ``layers`` layers of the matrix's nonzero
+couplings (the halo's rows fetched layer by layer), extracts the region's rows of the matrix,
+factors and samples it; the traces of a component go to its owner (the rank of its smallest
+node) with its rows of the near-null space and its pieces, which forms its columns; each rank's
+memory is its own rows and its parts' regions. With touch-set regions (a region spans the parts
+of a touch set, held by different ranks) the interface, its components and the regions are
+found on rank 0 from the gathered matrix; the regions are spread over the ranks in rounds (each
+rank is sent a region's rows of the matrix, factors it, samples it and returns the traces);
+rank 0 compresses them, assembles :math:`\Phi_\Gamma` and extends it. Each region draws its
+random data from its own stream, seeded by ``seed`` and the region's part (or touch set's
+index), so the same matrix and parts give the same :math:`\Phi` on any number of ranks, gathered
+or not (to round-off: the kept traces' subspace is as stable as its singular-value gap).
 """
 from __future__ import annotations
 
@@ -57,15 +64,22 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ...decomposition.collective import dealt_out, on_root
+from petsc4py import PETSc
+
+from ...decomposition.collective import collective_check, dealt_out, on_root
+from ...decomposition.parallel_partition import (DistributedGraph, bits_float, exchange,
+                                                 float_bits, grow_overlap_parallel)
 from ...decomposition.subdomains import node_dofs
 from ..overlapping import SparseSolver
-from .gdsw import GDSW, block_columns, group_columns
+from .gdsw import GDSW, block_columns
 from .interface import (InterfaceCoarseSpace, coefficient_pieces, energy_minimal_extension,
                         interface_components, node_matrix)
+from .interface_parallel import (alltoall_items, components, parallel_vectors,
+                                 part_holders)
 from .nicolaides import orthonormal_columns
 
-__all__ = ["Harmonic", "harmonic_basis", "dominant_traces", "region_traces"]
+__all__ = ["Harmonic", "harmonic_basis", "dominant_traces", "region_traces",
+           "component_columns", "parallel_interface_values"]
 
 
 def dominant_traces(Y: np.ndarray, A_cc: np.ndarray, tol: float) -> np.ndarray:
@@ -87,6 +101,28 @@ def dominant_traces(Y: np.ndarray, A_cc: np.ndarray, tol: float) -> np.ndarray:
     U, s, _ = np.linalg.svd(L.T @ Y, full_matrices=False)
     k = int(np.sum(s > tol * s[0])) if s.size and s[0] > 0 else 0
     return sla.solve_triangular(L.T, U[:, :k], lower=False)
+
+
+def component_columns(pieces: np.ndarray, Z_c: np.ndarray | None, bs: int, traces, A_cc,
+                      tol: float) -> tuple[np.ndarray, int]:
+    r"""``(V, k)``: the interface values of one component, :math:`V = \mathrm{orth}\,[Z|_{c_1},
+    \dots, Z|_{c_q}, \mathrm{dominant}(Y)]` with GDSW's functions on each coefficient piece
+    :math:`c_j` (``pieces``: each node's piece label; ``Z_c``: the near-null space on the
+    component's dofs, ``None``: the constants) and the :func:`dominant_traces` of its sampled
+    traces side by side (``traces``: a list of trace blocks, ``None``: not sampled; ``A_cc``:
+    returns the dense block :math:`A_{cc}`), and ``k`` the columns the traces gave."""
+    V = []
+    for p in np.unique(pieces):  # GDSW's, per piece
+        mine = np.flatnonzero(pieces == p)
+        rows = node_dofs(mine, bs)
+        W = orthonormal_columns(np.ones((len(rows), 1)) if Z_c is None else Z_c[rows])
+        V.append(np.zeros((len(pieces) * bs, W.shape[1])))
+        V[-1][rows] = W
+    k = 0
+    if traces is not None:
+        V.append(dominant_traces(np.hstack(traces), A_cc(), tol))
+        k = V[-1].shape[1]
+    return orthonormal_columns(np.hstack(V)), k
 
 
 def _grown(G: sp.csr_matrix, seeds: np.ndarray, steps: int):
@@ -170,10 +206,11 @@ class _Plan:
             for key in ([touch] if regions == "touch" else [(p,) for p in touch]):
                 groups.setdefault(key, []).extend(c for c in comps if len(self.members[c]) > 1)
         for t, (key, sampled) in enumerate(groups.items()):
-            if sampled:
+            if sampled:  # a part's region draws from the part's stream, whoever builds it
                 inside, boundary = _grown(G, np.concatenate([part_nodes[p] for p in key]),
                                           layers)
-                self.regions.append((t, node_dofs(inside, bs), node_dofs(boundary, bs), sampled))
+                self.regions.append((key[0] if regions == "part" else t, node_dofs(inside, bs),
+                                     node_dofs(boundary, bs), sampled))
         self.regions.sort(key=lambda r: -len(r[1]))
 
     def region(self, A: sp.csr_matrix, scale: np.ndarray, k: int) -> Region:
@@ -201,18 +238,12 @@ class _Plan:
         blocks, enriched = [], 0
         for comps in self.touch_sets.values():
             for c in comps:
-                nodes, dofs = self.gamma[self.members[c]], self.dofs(c)
-                V = []
-                for p in np.unique(self.pieces[self.members[c]]):  # GDSW's, per piece
-                    mine = nodes[self.pieces[self.members[c]] == p]
-                    piece, W = group_columns(mine, np.ones(len(mine)), Z, self.bs)
-                    V.append(np.zeros((len(dofs), W.shape[1])))
-                    V[-1][np.searchsorted(dofs, piece)] = orthonormal_columns(W)
-                if c in traces:
-                    V.append(dominant_traces(np.hstack(traces[c]), A[dofs][:, dofs].toarray(),
-                                             tol))
-                    enriched += V[-1].shape[1]
-                blocks.append((dofs, orthonormal_columns(np.hstack(V))))
+                dofs = self.dofs(c)
+                Zc = None if Z is None else Z[dofs]
+                V, k = component_columns(self.pieces[self.members[c]], Zc, self.bs,
+                                         traces.get(c), lambda: A[dofs][:, dofs].toarray(), tol)
+                enriched += k
+                blocks.append((dofs, V))
         Phi_gamma = block_columns(self.n, blocks)
         return Phi_gamma, {"components": sum(map(len, self.touch_sets.values())),
                            "n0": Phi_gamma.shape[1], "enriched": enriched,
@@ -257,6 +288,134 @@ def _sampled_over_ranks(mpi, plan: _Plan | None, A, samples: int, seed: int) -> 
     return traces
 
 
+def _region_traces_parallel(A, h, component, subdomains, samples: int, layers: int,
+                            seed: int) -> tuple[list, int]:
+    r"""This rank's part regions sampled (each part grown by ``layers`` node layers of the
+    matrix's nonzero couplings,
+    :func:`~ddlearn.decomposition.parallel_partition.grow_overlap_parallel`;
+    :func:`region_traces` with the part's random stream): the items
+    ``(component, traces, A_cc)`` for the owners of the components, :math:`A_{cc}` (sparse
+    ``(rows, cols, vals)`` on the component's sorted dofs) from the region of the smallest
+    part that the component touches only, and the number of regions (collective)."""
+    mpi, bs = h.mpi, h.bs
+    holder = part_holders(mpi, subdomains)
+    # every interface node tells the holder of each part of its touch set: (part, component,
+    # node, whether the part is the smallest there)
+    r, w = np.nonzero(h.touch >= 0)
+    p = h.touch[r, w]
+    smallest = np.where(h.touch >= 0, h.touch, np.iinfo(np.int64).max).min(axis=1)
+    told, _ = exchange(mpi, holder[p], np.column_stack(
+        [p, component[r], h.lo + h.gamma[r].astype(np.int64), p == smallest[r]]))
+    told = told[np.lexsort((told[:, 2], told[:, 1], told[:, 0]))]
+    plans = []  # (part, its nodes, [(component, nodes, first)])
+    for i, O in zip(subdomains.ids, subdomains.owned):
+        mine = told[slice(*np.searchsorted(told[:, 0], [i, i + 1]))]
+        cuts = np.flatnonzero(np.diff(mine[:, 1])) + 1
+        sampled = [(int(g[0, 1]), g[:, 2], bool(g[0, 3])) for g in np.split(mine, cuts)
+                   if len(g) > 1]  # a vertex keeps GDSW's functions
+        if sampled:
+            plans.append((int(i), np.unique(np.asarray(O) // bs), sampled))
+    graph = DistributedGraph.from_matrix(A, bs, nonzero=True)
+    inside = grow_overlap_parallel(graph, [q[1] for q in plans], layers)
+    outer = grow_overlap_parallel(graph, inside, 1)
+    sets = [PETSc.IS().createGeneral(node_dofs(o, bs).astype(PETSc.IntType),
+                                     comm=PETSc.COMM_SELF) for o in outer]
+    empty = not sets  # every rank takes part in PETSc's collective extraction
+    if empty:
+        sets = [PETSc.IS().createGeneral(np.zeros(0, dtype=PETSc.IntType), comm=PETSc.COMM_SELF)]
+    blocks = A.createSubMatrices(sets)
+    items = []
+    for (i, _, sampled), In, Out, M in zip(plans, inside, outer, [] if empty else blocks):
+        indptr, indices, values = M.getValuesCSR()
+        full = node_dofs(Out, bs)
+        Mb = sp.csr_matrix((values, indices, indptr), shape=(len(full), len(full)))
+        O_dofs = node_dofs(In, bs)
+        o = np.searchsorted(full, O_dofs)
+        b = np.setdiff1d(np.arange(len(full)), o)
+        M_O = Mb[o]
+        region = Region(i, M_O[:, o].tocsr(), M_O[:, b].tocsr(),
+                        1.0 / np.sqrt(np.abs(Mb.diagonal()[b])),
+                        [np.searchsorted(O_dofs, node_dofs(nodes, bs)) for _, nodes, _ in
+                         sampled])
+        for (c, nodes, first), Y in zip(sampled, region_traces(region, samples, seed)):
+            A_cc = None
+            if first:
+                q = np.searchsorted(full, node_dofs(nodes, bs))
+                B = Mb[q][:, q].tocoo()
+                A_cc = (B.row, B.col, B.data)
+            items.append((c, Y, A_cc))
+    for M in blocks:
+        M.destroy()
+    for o in sets:
+        o.destroy()
+    return items, len(plans)
+
+
+def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_ratio: float,
+                              samples: int, layers: int, tol: float, seed: int = 0):
+    r"""This rank's entries of the harmonic space's :math:`\Phi_\Gamma` from its own rows
+    (part regions only; for :func:`~.interface_parallel.parallel_vectors`): the components
+    and their coefficient pieces by label propagation
+    (:func:`~.interface_parallel.components`), the part regions sampled on their holders
+    (:func:`_region_traces_parallel`),
+    and per component its rows of :math:`Z`, its pieces and its traces sent to its owner (the
+    rank of its smallest node), which forms :func:`component_columns` and returns the rows to
+    their owners. The same :math:`\Phi` as :func:`harmonic_basis` with ``regions="part"``
+    (each region draws from its part's stream). Returns ``((rows, cols, vals), n0, info)``
+    (collective)."""
+    mpi, bs = h.mpi, h.bs
+    component, owner, _ = components(h)
+    piece = components(h, split_ratio)[0] if split_ratio else component
+    nodes = h.lo + h.gamma.astype(np.int64)
+    order = np.argsort(component, kind="stable")
+    groups = [k for k in np.split(order, np.flatnonzero(np.diff(component[order])) + 1)
+              if len(k)]
+    pieces = alltoall_items(mpi, [owner[component[k[0]]] for k in groups], [
+        (int(component[k[0]]), nodes[k], piece[k],
+         None if Z is None else Z[node_dofs(nodes[k], bs) - h.lo * bs]) for k in groups])
+    traced, regions = _region_traces_parallel(A, h, component, subdomains, samples, layers,
+                                              seed) if samples else ([], 0)
+    got = alltoall_items(mpi, [owner[c] for c, _, _ in traced], traced)
+    by_c: dict[int, list] = {}
+    for c, nodes_r, piece_r, Z_r in pieces:
+        by_c.setdefault(c, [[], [], [], [], None])
+        by_c[c][0].append(nodes_r), by_c[c][1].append(piece_r), by_c[c][2].append(Z_r)
+    for c, Y, A_cc in got:
+        by_c[c][3].append(Y)
+        if A_cc is not None:
+            by_c[c][4] = A_cc
+    columns, error, enriched = {}, None, 0
+    try:
+        for c in sorted(by_c):
+            node_r, piece_r, Z_r, Ys, A_cc = by_c[c]
+            at = np.argsort(np.concatenate(node_r))
+            rows = node_dofs(np.concatenate(node_r)[at], bs)
+            Zc = None if Z is None else np.concatenate(Z_r)[(at[:, None] * bs +
+                                                              np.arange(bs)).ravel()]
+            m = len(rows)
+            dense = lambda: sp.csr_matrix((A_cc[2], (A_cc[0], A_cc[1])),  # noqa: E731
+                                          shape=(m, m)).toarray()
+            V, k = component_columns(np.concatenate(piece_r)[at], Zc, bs, Ys or None, dense,
+                                     tol)
+            columns[c], enriched = (rows, V), enriched + k
+    except ValueError as e:
+        error = f"the HARMONIC coarse space cannot be built: {e}"
+    collective_check(mpi, error is None, str(error))
+    at = mpi.exscan(sum(V.shape[1] for _, V in columns.values())) or 0
+    out = []
+    for c in sorted(columns):
+        rows, V = columns[c]
+        r, j = np.nonzero(V)
+        out.append(np.column_stack([rows[r], at + j, float_bits(V[r, j])]))
+        at += V.shape[1]
+    out = np.vstack(out) if out else np.zeros((0, 3), dtype=np.int64)
+    mine, _ = exchange(mpi, np.searchsorted(h.ranges, out[:, 0] // bs, side="right") - 1, out)
+    n0 = int(mpi.allreduce(sum(V.shape[1] for _, V in columns.values())))
+    info = {"components": len(owner), "enriched": int(mpi.allreduce(enriched)),
+            "regions": int(mpi.allreduce(regions))}
+    return (mine[:, 0], mine[:, 1], bits_float(mine[:, 2])), n0, info
+
+
 def _positive(value, option: str, kind=int, low=1):
     if not (isinstance(value, (int, float)) and kind(value) == value and value >= low):
         raise ValueError(f"{option} must be an integer >= {low}, got {value!r}")
@@ -276,7 +435,7 @@ class Harmonic(GDSW):
                  tol: float = 0.1, regions: str = "part"):
         super().__init__(split_ratio)
         self.samples = _positive(samples, "the number of samples", low=0)
-        self.layers = _positive(layers, "the number of oversampling layers", low=0)
+        self.layers = _positive(layers, "the number of oversampling layers", low=1)
         self.regions = self._checked_regions(regions, "the oversampling regions")
         self.tol = self._checked_tol(tol, "the relative singular value")
 
@@ -298,14 +457,18 @@ class Harmonic(GDSW):
         super().set_from_options(prefix)
         opts, option = self.options(prefix), f"-{prefix}{self.name}_"
         self.samples = _positive(opts.getInt("samples", self.samples), option + "samples", low=0)
-        self.layers = _positive(opts.getInt("layers", self.layers), option + "layers", low=0)
+        self.layers = _positive(opts.getInt("layers", self.layers), option + "layers", low=1)
         self.regions = self._checked_regions(opts.getString("regions", self.regions),
                                              option + "regions")
         self.tol = self._checked_tol(opts.getReal("tol", self.tol), option + "tol")
 
-    # the sampled traces are still planned on rank 0 from the gathered matrix, not GDSW's
-    # gather-free build (:mod:`.interface_parallel`)
-    vectors = InterfaceCoarseSpace.vectors
+    def vectors(self, inp):
+        if self.regions == "touch":  # a touch set's region spans ranks: planned on rank 0
+            return InterfaceCoarseSpace.vectors(self, inp)
+        out, self.found = parallel_vectors(inp, lambda h: parallel_interface_values(
+            inp.A, h, inp.null_space, inp.subdomains, self.split_ratio, self.samples,
+            self.layers, self.tol))
+        return out
 
     def build(self, A, part, Z, block_size, mpi=None):
         return harmonic_basis(A, part, Z, block_size, self.split_ratio, self.samples,

@@ -53,7 +53,7 @@ from ..overlapping import SparseSolver
 from .interface import coarse_nodes, padded_rows, touch_incidence
 
 __all__ = ["InterfaceHalo", "components", "gdsw_groups", "rgdsw_groups", "interface_columns",
-           "extension", "parallel_vectors"]
+           "extension", "grouped", "parallel_vectors", "alltoall_items", "part_holders"]
 
 #: singular values of a group's values kept, relative to the largest (as the serial build)
 RTOL = 1e-10
@@ -233,7 +233,7 @@ def rgdsw_groups(h: InterfaceHalo):
         owner[coarse], {"coarse_nodes": len(coarse), "components": C}
 
 
-def _alltoall(mpi, dest: np.ndarray, items: list) -> list:
+def alltoall_items(mpi, dest: np.ndarray, items: list) -> list:
     """``items[k]`` sent to rank ``dest[k]``; the items received, in rank order (one pickled
     all-to-all: small per-group data)."""
     out = [[] for _ in range(mpi.Get_size())]
@@ -261,7 +261,7 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
     first = lambda k: int(group[k[0]])  # noqa: E731
     blocks = [np.repeat(weight[k], bs)[:, None] * Z[dofs_of(k) - h.lo * bs] for k in mine]
     R = [np.linalg.qr(B, mode="r") if B.shape[0] > B.shape[1] else B for B in blocks]
-    got = _alltoall(mpi, [owner[first(k)] for k in mine],
+    got = alltoall_items(mpi, [owner[first(k)] for k in mine],
                     [(first(k), mpi.Get_rank(), r) for k, r in zip(mine, R)])
     by_group: dict[int, list] = {}
     for t in sorted(got, key=lambda t: (t[0], t[1])):
@@ -277,7 +277,7 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
     offset, at = {}, base
     for g in sorted(counts):
         offset[g], at = at, at + counts[g]
-    reply = _alltoall(mpi, [d for d, _ in dest], [(g, offset[g], back[g]) for _, g in dest])
+    reply = alltoall_items(mpi, [d for d, _ in dest], [(g, offset[g], back[g]) for _, g in dest])
     T = {g: (o, t) for g, o, t in reply}
     rows, cols, vals = [], [], []
     for k, B in zip(mine, blocks):
@@ -286,6 +286,14 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
         r, c = np.nonzero(U)
         rows.append(dofs_of(k)[r]), cols.append(o + c), vals.append(U[r, c])
     return (*_entries(rows, cols, vals), int(mpi.allreduce(sum(counts.values()))))
+
+
+def part_holders(mpi, subdomains) -> np.ndarray:
+    """The rank holding each of the ``N`` parts (:math:`O(N)`, allgathered; collective)."""
+    holder = np.zeros(subdomains.N, dtype=np.int64)
+    for r, ids in enumerate(mpi.allgather(np.asarray(subdomains.ids, dtype=np.int64))):
+        holder[ids] = r
+    return holder
 
 
 def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
@@ -300,9 +308,7 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
     complement's form of :math:`\Phi^TA\Phi`. Returns ``(rows, cols, vals)`` of each
     (collective)."""
     mpi, bs = h.mpi, h.bs
-    holder = np.zeros(subdomains.N, dtype=np.int64)
-    for r, ids in enumerate(mpi.allgather(np.asarray(subdomains.ids, dtype=np.int64))):
-        holder[ids] = r
+    holder = part_holders(mpi, subdomains)
     rows, cols, vals = entries
     node_part = h.part[rows // bs - h.lo]
     got, _ = exchange(mpi, holder[node_part],
@@ -348,13 +354,23 @@ def extension(A, h: InterfaceHalo, subdomains, entries, n0: int):
     return _entries(out_r, out_c, out_v), _entries(sr, sc, sv)
 
 
-def parallel_vectors(inp: CoarseInput, grouping) -> tuple[CoarseVectors, dict]:
-    """:math:`\\Phi` of a GDSW-type space from each rank's own rows: ``grouping(halo) ->
-    (groups, owner, info)`` (:func:`gdsw_groups`, :func:`rgdsw_groups`), then the interface values
-    and their extension (collective)."""
+def grouped(grouping, Z: np.ndarray | None):
+    """The interface values of a GDSW-type grouping for :func:`parallel_vectors`:
+    ``grouping(halo) -> (groups, owner, info)`` (:func:`gdsw_groups`, :func:`rgdsw_groups`),
+    then :func:`interface_columns` with the near-null space ``Z`` (this rank's rows)."""
+    def values(h: InterfaceHalo):
+        groups, owner, info = grouping(h)
+        r, c, v, n0 = interface_columns(h, groups, owner, Z)
+        return (r, c, v), n0, info
+    return values
+
+
+def parallel_vectors(inp: CoarseInput, values) -> tuple[CoarseVectors, dict]:
+    """:math:`\\Phi` of a GDSW-type space from each rank's own rows: ``values(halo) ->
+    ((rows, cols, vals), n0, info)``, this rank's entries of :math:`\\Phi_\\Gamma` (:func:`grouped`,
+    :func:`~.harmonic.parallel_interface_values`), then their extension (collective)."""
     h = InterfaceHalo(inp.A, inp.subdomains, inp.block_size)
-    groups, owner, info = grouping(h)
-    r, c, v, n0 = interface_columns(h, groups, owner, inp.null_space)
+    (r, c, v), n0, info = values(h)
     (er, ec, ev), schur = extension(inp.A, h, inp.subdomains, (r, c, v), n0)
     cat = np.concatenate
     return CoarseVectors(cat([r, er]), cat([c, ec]), cat([v, ev]), n0,

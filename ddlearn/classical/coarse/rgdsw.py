@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from ...decomposition.collective import on_root
 from .gdsw import extended_basis
 from .interface import InterfaceCoarseSpace, coarse_nodes, interface_components
-from .interface_parallel import parallel_vectors, rgdsw_groups
+from .interface_parallel import grouped, parallel_vectors, rgdsw_groups
 
 __all__ = ["RGDSW", "rgdsw_basis"]
 
@@ -51,5 +51,5 @@ class RGDSW(InterfaceCoarseSpace):
     build = staticmethod(rgdsw_basis)
 
     def vectors(self, inp):
-        out, self.found = parallel_vectors(inp, rgdsw_groups)
+        out, self.found = parallel_vectors(inp, grouped(rgdsw_groups, inp.null_space))
         return out
