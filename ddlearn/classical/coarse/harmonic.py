@@ -401,7 +401,8 @@ def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_rati
     except ValueError as e:
         error = f"the HARMONIC coarse space cannot be built: {e}"
     collective_check(mpi, error is None, str(error))
-    at = mpi.exscan(sum(V.shape[1] for _, V in columns.values())) or 0
+    count = sum(V.shape[1] for _, V in columns.values())
+    at = mpi.exscan(count) or 0
     out = []
     for c in sorted(columns):
         rows, V = columns[c]
@@ -410,7 +411,7 @@ def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_rati
         at += V.shape[1]
     out = np.vstack(out) if out else np.zeros((0, 3), dtype=np.int64)
     mine, _ = exchange(mpi, np.searchsorted(h.ranges, out[:, 0] // bs, side="right") - 1, out)
-    n0 = int(mpi.allreduce(sum(V.shape[1] for _, V in columns.values())))
+    n0 = int(mpi.allreduce(count))
     info = {"components": len(owner), "enriched": int(mpi.allreduce(enriched)),
             "regions": int(mpi.allreduce(regions))}
     return (mine[:, 0], mine[:, 1], bits_float(mine[:, 2])), n0, info
