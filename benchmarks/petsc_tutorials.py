@@ -261,6 +261,9 @@ def benchmark(args) -> dict:
             "cases": {k: cases[k] for k in args.cases},
             "hpddm_built": bool(PETSc.Sys.hasExternalPackage("hpddm"))}
     rows = Rows(args, data, lambda r: (r["case"], r["method"]))
+    # a resumed run of some cases keeps the others' rows: the file describes every case it holds
+    kept = {r["case"] for r in data["rows"]}
+    data["cases"] = {k: c for k, c in cases.items() if k in args.cases or k in kept}
     exes = {}
     if any(cases[k]["program"] != "client" for k in args.cases):
         exes = {k: compiled(k, src) for k, src in sources().items()}
@@ -284,7 +287,7 @@ def summary(data: dict) -> str:
     header = ["case", "method", "iterations", "set-up s", "solve s", "total s",
               "peak MB/rank (max)", "max/min"]
     table = []
-    for name in data["cases"]:
+    for name in dict.fromkeys([*data["cases"], *(r["case"] for r in data["rows"])]):
         for r in (r for r in data["rows"] if r["case"] == name):
             ok = "setup_s" in r and r["setup_s"] is not None
             hi, lo = r.get("peak_mb_max"), r.get("peak_mb_min")

@@ -366,6 +366,13 @@ def test_a_resumed_study_keeps_its_rows_and_runs_the_rest(tmp_path):
     data = json.loads((tmp_path / "some_study.json").read_text())
     assert data["rows"] == [{"method": "a", "its": 1}, {"method": "b", "its": 2}]
     assert "--resume" in data["provenance"]["command"] and len(data["earlier_runs"]) == 1
+    redo = Rows(bench.parse(ap, ["--out", str(tmp_path), "--resume", "--redo"]), {}, key)
+    assert not redo.done("a")  # the selected rows run again, each in place of its kept row
+    redo.add({"method": "a", "its": 3})
+    assert json.loads((tmp_path / "some_study.json").read_text())["rows"] == \
+        [{"method": "b", "its": 2}, {"method": "a", "its": 3}]
+    with pytest.raises(SystemExit):  # --redo alone would rerun everything anyway
+        bench.parse(ap, ["--out", str(tmp_path), "--redo"])
     fresh = Rows(bench.parse(ap, ["--out", str(tmp_path)]), {}, key)  # no --resume: all again
     assert not fresh.done("a")
 

@@ -91,6 +91,9 @@ def parser(study: str, doc: str, quick: str = "the small case the tests run",
     group.add_argument("--quick", action="store_true", help=quick)
     group.add_argument("--resume", action="store_true",
                        help="keep the rows of the results file that did not fail, run the rest")
+    group.add_argument("--redo", action="store_true",
+                       help="with --resume: run the rows this command selects again (each "
+                            "replaces its kept row) and keep the others")
     group.add_argument("--report", action="store_true",
                        help="regenerate the tables, plots and DIR/README.md from the JSON in "
                             "DIR; run nothing")
@@ -113,6 +116,8 @@ def parse(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> argpars
             ap.error(f"PETSc options ({' '.join(rest)}) need petsc4py, which is not installed "
                      f"here: run scripts/setup.sh, or leave them out")
         PETSc.Options().insertString(shlex.join(rest))
+    if getattr(args, "redo", False) and not args.resume:
+        ap.error("--redo replaces kept rows: it needs --resume (without it every row runs)")
     args.argv = argv
     if args.out is None:
         args.out = str(Path(tempfile.gettempdir()) / "ddlearn-bench" / args.study if args.quick

@@ -5,7 +5,7 @@ A study ``benchmarks/<study>.py`` parses its command line with :func:`.bench.par
 :func:`.bench.parse` (``--out``, ``--quick``, ``--report``, ``--resume`` and its own options),
 runs its cases x methods through :class:`Rows` (each row written atomically with the run's
 provenance as it is measured, so an interrupted study keeps what it measured and
-``--resume`` runs only the rest), solves with the one solve loop (:mod:`.systems`) and with
+``--resume`` runs only the rest, ``--resume --redo`` the selected rows again), solves with the one solve loop (:mod:`.systems`) and with
 ``--report`` prints its tables from the JSON into ``README.md`` (:func:`.bench.write_readme`
 with the "Measured by" provenance list, :func:`.bench.markdown_table`) and draws its plots
 (:func:`.report.save_figure`). A new study is its cases, its methods (names of
@@ -54,12 +54,15 @@ class Rows:
         self._done = {key(r) for r in data["rows"]}
 
     def done(self, key) -> bool:
-        """Whether a kept row has this key (a resumed run skips it)."""
-        return key in self._done
+        """Whether a kept row has this key (a resumed run skips it; with ``args.redo`` none
+        is done)."""
+        return key in self._done and not getattr(self.args, "redo", False)
 
     def add(self, row: dict) -> dict:
-        """Append ``row``, write the file (collective) and return the row."""
-        self.data["rows"].append(row)
+        """Append ``row`` in place of a kept row of the same key, write the file (collective)
+        and return the row."""
+        key = self.key(row)
+        self.data["rows"] = [r for r in self.data["rows"] if self.key(r) != key] + [row]
         self._done.add(self.key(row))
         bench.write(self.args, self.data, self.name)
         return row

@@ -6,6 +6,7 @@ every rank. A coarse-space family reads its own options (``-<prefix>ddlearn_<fam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from petsc4py import PETSc
 
@@ -141,15 +142,17 @@ class Settings:
         return "balanced" if block_size > 1 and interface else "additive"
 
     def coarse_space_for(self, comm, prefix: str, has_coordinates: bool, block_size: int,
-                         user_sets: bool, dimension: int = 0,
-                         neumann: bool = False) -> CoarseSpace | None:
+                         user_sets: bool, dimension: int = 0, neumann: bool = False,
+                         symmetric: Callable[[], bool] = lambda: True) -> CoarseSpace | None:
         """The coarse space asked for (by default the adaptive spectral space,
         :meth:`~ddlearn.classical.coarse.spectral.Spectral.adaptive`, where the operator carries
         its subdomains' Neumann matrices (``neumann``: a ``MATIS``), hats with coordinates on a box
-        partition of a scalar problem whose box grid has two boxes or more per direction, gdsw
-        for a system, nicolaides otherwise), configured from its options and refused on every
-        rank where the matrix cannot serve it (block size, coordinates, the user's sets).
-        ``dimension``: the coordinates' (0: unknown)."""
+        partition of a scalar problem whose box grid has two boxes or more per direction,
+        harmonic for a symmetric system and gdsw for a nonsymmetric one, nicolaides otherwise),
+        configured from its options and refused on every rank where the matrix cannot serve it
+        (block size, coordinates, the user's sets). ``dimension``: the coordinates' (0:
+        unknown); ``symmetric``: whether the matrix is symmetric (called, collectively, only
+        where the default for a system is chosen)."""
         spec = self.coarse_space
         if spec is None and neumann:
             # GenEO's own setting: the exact Neumann matrices, no algebraic approximation, as
@@ -164,10 +167,14 @@ class Settings:
                 (dimension == 0 or min(box_grid(N, dimension)) >= 2)
             # a system (elasticity from a C program: the matrix, its block size and near-null
             # space, no Neumann matrices): the spectral space is refused (the algebraic Neumann
-            # matrices are indefinite) and nicolaides is far from robust; gdsw, split by
-            # coefficient, reads all it needs from the matrix (measured: benchmarks/
-            # time_to_solution.py)
-            spec = "hats" if boxes else "gdsw" if block_size > 1 else "nicolaides"
+            # matrices are indefinite) and nicolaides is far from robust; harmonic reads all it
+            # needs from the matrix and, unlike gdsw, stays robust where stiff inclusions cross
+            # the interface, at two to four times gdsw's set-up (measured:
+            # benchmarks/petsc_tutorials.py, benchmarks/time_to_solution.py); its traces are
+            # compressed in the energy norm of the diagonal blocks, which needs a symmetric
+            # matrix: gdsw for a nonsymmetric system
+            spec = "hats" if boxes else "nicolaides" if block_size == 1 else \
+                "harmonic" if symmetric() else "gdsw"
         space, error = spec if isinstance(spec, CoarseSpace) else None, None
         if space is None:
             try:

@@ -43,6 +43,7 @@ from petsc4py import PETSc
 
 from ..classical.coarse_space import CoarseInput, CoarseSpace, Composite, coarse_basis
 from ..classical.krylov import check_symmetric, options_ksp_type, require_symmetric_pc
+from ..classical.overlapping import is_symmetric
 from ..classical.splitting import subdomain_neumann
 from ..classical.twolevel import TwoLevelSchwarz
 from ..decomposition.collective import collective_check
@@ -162,7 +163,8 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
         dimension = mpi.allreduce(coords.shape[1] if coords is not None and coords.ndim == 2
                                   else 0, op=MPI.MAX)
         space = self.space = s.coarse_space_for(comm, prefix, has, bs, user is not None,
-                                                dimension, neumann=unassembled)
+                                                dimension, neumann=unassembled,
+                                                symmetric=lambda: is_symmetric(P) is not False)
         check_symmetric(P, options_ksp_type(pc))
         own = space.subdomains(P) if space is not None else None
         auxiliary = None

@@ -352,7 +352,8 @@ def _region_traces_parallel(A, h, component, subdomains, samples: int, layers: i
 
 
 def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_ratio: float,
-                              samples: int, layers: int, tol: float, seed: int = 0):
+                              samples: int, layers: int, tol: float, seed: int = 0,
+                              option: str = "-ddlearn_coarse_space"):
     r"""This rank's entries of the harmonic space's :math:`\Phi_\Gamma` from its own rows
     (part regions only; for :func:`~.interface_parallel.parallel_vectors`): the components
     and their coefficient pieces by label propagation
@@ -362,7 +363,8 @@ def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_rati
     rank of its smallest node), which forms :func:`component_columns` and returns the rows to
     their owners. The same :math:`\Phi` as :func:`harmonic_basis` with ``regions="part"``
     (each region draws from its part's stream). Returns ``((rows, cols, vals), n0, info)``
-    (collective)."""
+    (collective); a matrix it cannot serve is refused on every rank, naming ``option`` (the
+    coarse-space option, with the PC's prefix) and gdsw as the fix."""
     mpi, bs = h.mpi, h.bs
     component, owner, _ = components(h)
     piece = components(h, split_ratio)[0] if split_ratio else component
@@ -399,7 +401,7 @@ def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_rati
                                      tol)
             columns[c], enriched = (rows, V), enriched + k
     except ValueError as e:
-        error = f"the HARMONIC coarse space cannot be built: {e}"
+        error = f"the harmonic coarse space cannot be built: {e} (use {option} gdsw)"
     collective_check(mpi, error is None, str(error))
     count = sum(V.shape[1] for _, V in columns.values())
     at = mpi.exscan(count) or 0
@@ -468,7 +470,7 @@ class Harmonic(GDSW):
             return InterfaceCoarseSpace.vectors(self, inp)
         out, self.found = parallel_vectors(inp, lambda h: parallel_interface_values(
             inp.A, h, inp.null_space, inp.subdomains, self.split_ratio, self.samples,
-            self.layers, self.tol))
+            self.layers, self.tol, option=f"-{inp.prefix}coarse_space"))
         return out
 
     def build(self, A, part, Z, block_size, mpi=None):
