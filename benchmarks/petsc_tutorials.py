@@ -288,7 +288,8 @@ def summary(data: dict) -> str:
               "peak MB/rank (max)", "max/min"]
     table = []
     for name in dict.fromkeys([*data["cases"], *(r["case"] for r in data["rows"])]):
-        for r in (r for r in data["rows"] if r["case"] == name):
+        for r in sorted((r for r in data["rows"] if r["case"] == name),
+                        key=lambda r: list(METHODS).index(r["method"])):
             ok = "setup_s" in r and r["setup_s"] is not None
             hi, lo = r.get("peak_mb_max"), r.get("peak_mb_min")
             table.append([name, r["method"], bench.outcome(r),

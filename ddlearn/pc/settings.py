@@ -36,8 +36,9 @@ class Settings:
         ``coarse_space NAME[+NAME...]``: ``none`` or the registry's families
         (:data:`~ddlearn.pc.registry.COARSE_SPACE_NAMES`); ``None``: spectral for a ``MATIS``
         operator (its local matrices are the Neumann matrices), hats with coordinates on
-        a box partition of a scalar problem (two boxes or more per direction), gdsw (split by
-        coefficient) for a system (block size > 1: elasticity), nicolaides otherwise.
+        a box partition of a scalar problem (two boxes or more per direction), harmonic for a
+        symmetric system (block size > 1: elasticity) and gdsw (split by coefficient) for a
+        nonsymmetric one, nicolaides otherwise.
     subdomains : int or None
         ``subdomains N``, independent of the ranks (``None``: 4 per rank).
     overlap : int
@@ -169,7 +170,7 @@ class Settings:
             # space, no Neumann matrices): the spectral space is refused (the algebraic Neumann
             # matrices are indefinite) and nicolaides is far from robust; harmonic reads all it
             # needs from the matrix and, unlike gdsw, stays robust where stiff inclusions cross
-            # the interface, at two to four times gdsw's set-up (measured:
+            # the interface, at two to five times gdsw's set-up (measured:
             # benchmarks/petsc_tutorials.py, benchmarks/time_to_solution.py); its traces are
             # compressed in the energy norm of the diagonal blocks, which needs a symmetric
             # matrix: gdsw for a nonsymmetric system
