@@ -287,7 +287,7 @@ def summary(data: dict) -> str:
     header = ["case", "method", "iterations", "set-up s", "solve s", "total s",
               "peak MB/rank (max)", "max/min"]
     table = []
-    for name in dict.fromkeys([*data["cases"], *(r["case"] for r in data["rows"])]):
+    for name in data["cases"]:
         for r in sorted((r for r in data["rows"] if r["case"] == name),
                         key=lambda r: list(METHODS).index(r["method"])):
             ok = "setup_s" in r and r["setup_s"] is not None

@@ -46,12 +46,14 @@ class KrylovResult:
         return asdict(self)
 
 
-def check_symmetric(A: PETSc.Mat, ksp_type: str) -> None:
+def check_symmetric(A: PETSc.Mat, ksp_type: str,
+                    measured: Callable[[], bool | None] | None = None) -> None:
     """CG and MINRES need a symmetric operator: refuse a nonsymmetric one (collective, so the
-    error is raised on every rank)."""
+    error is raised on every rank). ``measured``: :func:`is_symmetric` of ``A`` where the caller
+    has it (default: measured here)."""
     if ksp_type not in SYMMETRIC_KRYLOV:
         return
-    if is_symmetric(A) is False:
+    if (measured or (lambda: is_symmetric(A)))() is False:
         raise ValueError(f"the matrix is not symmetric, so {ksp_type.upper()} does not apply; "
                          f"use a nonsymmetric Krylov method such as -ksp_type gmres")
 

@@ -4,11 +4,11 @@ after every row and resumable.
 A study ``benchmarks/<study>.py`` parses its command line with :func:`.bench.parser` /
 :func:`.bench.parse` (``--out``, ``--quick``, ``--report``, ``--resume`` and its own options),
 runs its cases x methods through :class:`Rows` (each row written atomically with the run's
-provenance as it is measured, so an interrupted study keeps what it measured and
-``--resume`` runs only the rest, ``--resume --redo`` the selected rows again), solves with the one solve loop (:mod:`.systems`) and with
-``--report`` prints its tables from the JSON into ``README.md`` (:func:`.bench.write_readme`
-with the "Measured by" provenance list, :func:`.bench.markdown_table`) and draws its plots
-(:func:`.report.save_figure`). A new study is its cases, its methods (names of
+provenance as it is measured, so an interrupted study keeps what it measured,
+``--resume`` runs only the rest and ``--resume --redo`` the selected rows again), solves with
+the one solve loop (:mod:`.systems`) and with ``--report`` prints its tables from the JSON
+into ``README.md`` (:func:`.bench.write_readme` with the "Measured by" provenance list,
+:func:`.bench.markdown_table`) and draws its plots (:func:`.report.save_figure`). A new study is its cases, its methods (names of
 :data:`.methods.METHODS`, a PETSc reference by its entry's ``options``) and its tables.
 """
 from __future__ import annotations
@@ -63,6 +63,6 @@ class Rows:
         and return the row."""
         key = self.key(row)
         self.data["rows"] = [r for r in self.data["rows"] if self.key(r) != key] + [row]
-        self._done.add(self.key(row))
+        self._done.add(key)
         bench.write(self.args, self.data, self.name)
         return row

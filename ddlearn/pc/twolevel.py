@@ -35,6 +35,8 @@ KSP type set in code (``ksp.setType("cg")``): call :func:`~ddlearn.classical.kry
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
@@ -162,10 +164,12 @@ class TwoLevelSchwarzPC(TwoLevelSchwarz):
             check_unassembled(given, s, user is not None, prefix)
         dimension = mpi.allreduce(coords.shape[1] if coords is not None and coords.ndim == 2
                                   else 0, op=MPI.MAX)
+        # measured once (a parallel transpose), where the default for a system or CG needs it
+        symmetric = functools.cache(lambda: is_symmetric(P))
         space = self.space = s.coarse_space_for(comm, prefix, has, bs, user is not None,
                                                 dimension, neumann=unassembled,
-                                                symmetric=lambda: is_symmetric(P) is not False)
-        check_symmetric(P, options_ksp_type(pc))
+                                                symmetric=lambda: symmetric() is not False)
+        check_symmetric(P, options_ksp_type(pc), symmetric)
         own = space.subdomains(P) if space is not None else None
         auxiliary = None
         if unassembled:
