@@ -335,16 +335,20 @@ def sweep(args, save) -> list[dict]:
 
 def layout_points(args) -> list[dict]:
     """``--layouts``: at the grid nearest ``--ratio-tokens`` per dimension, Schwarz attention at
-    every subdomain size and overlap (series ``schwarz-s<size>-o<overlap>``), then
-    :data:`LAYOUT_AGAINST` at equal width."""
+    every subdomain size and overlap (series ``schwarz-s<size>-o<overlap>``), with overlap also
+    in the restricted form (``...-ras``: queries from the parts only; without overlap it is
+    the same operator), then :data:`LAYOUT_AGAINST` at equal width."""
     out = []
     for dim in args.dims:
         side = min(_sides(args)[dim], key=lambda n: abs(math.log(n ** dim / args.ratio_tokens)))
         for size in QUICK_LAYOUT_SIZES if args.quick else LAYOUT_SIZES:
             for overlap in LAYOUT_OVERLAPS:
-                out.append({**point(args, "schwarz", dim, side),
-                            "series": f"schwarz-s{size}-o{overlap}", "subdomain_size": size,
-                            "overlap": overlap})
+                for restricted in (False, True) if overlap else (False,):
+                    p = point(args, "schwarz", dim, side)
+                    out.append({**p, "series": f"schwarz-s{size}-o{overlap}"
+                                + ("-ras" if restricted else ""), "subdomain_size": size,
+                                "overlap": overlap,
+                                "options": {**p["options"], "restricted": restricted}})
         out.append(point(args, LAYOUT_AGAINST, dim, side))
     return out
 

@@ -45,12 +45,13 @@ The steps, run by every worker in this order as far as what they need is done:
 2. ``sweep``: seed 0 at every rate of ``lrs`` with the full schedule, at the equal-parameter
    width; a model whose best validation error is at an edge of its rates gets the next rate
    beyond it (x 3), up to ``widen`` more per side, so that its best lies strictly inside.
-3. ``seeds``: the other seeds at each model's best rate.
+3. ``seeds``: the other seeds at each model's best rate; where a seed diverges there
+   (:data:`DIVERGED`), every seed one swept rate lower, and so on (:func:`seeds_rate`).
 4. ``pilot``: the Schwarz model and FLARE at twice the epochs (seed 0, their best rates): the
    curve has flattened when twice the budget changes the test error by little (the report says
    by how much).
 5. ``time``: every seed at the equal-time width (where it is not the equal-parameter width),
-   at the model's best rate.
+   at the model's best rate, lowered the same way where a seed diverges.
 6. ``transfer``: every seed's equal-parameter model evaluated on the 43² and 85² test sets
    without retraining.
 7. ``layouts`` (the grid's set): the Schwarz model on other layouts (:func:`layout_variants`),
@@ -166,13 +167,20 @@ QUICK_SETS = {
 def layout_variants(cfg: dict) -> dict:
     """The Schwarz model on other layouts (seed 0 at its best rate, the grid's set only): the
     default's subdomain count ``N`` divided by 1, 2, 4, 8 (at least 2), each with and without
-    overlap, the default left out; ``schwarz-n<N>-o<overlap>`` -> layout changes. At 22² the
+    overlap, the default left out, and each with overlap also in the restricted form;
+    ``schwarz-n<N>-o<overlap>[-ras]`` -> (layout changes, mixer option changes). At 22² the
     full study's boxes hold about 484 / N = 30, 60, 121, 242 tokens: the sizes that
     ``mixer_scaling.py --layouts`` times at 64k tokens (32 ... 256)."""
     n0, o0 = cfg["layout"]["subdomains"], cfg["layout"]["overlap"]
-    return {f"schwarz-n{n}-o{o}": {"subdomains": n, "overlap": o}
-            for n in dict.fromkeys(n0 // k for k in (1, 2, 4, 8) if n0 // k >= 2)
-            for o in (0, 1) if (n, o) != (n0, o0)}
+    out = {}
+    for n in dict.fromkeys(n0 // k for k in (1, 2, 4, 8) if n0 // k >= 2):
+        for o in (0, 1):
+            if (n, o) != (n0, o0):
+                out[f"schwarz-n{n}-o{o}"] = ({"subdomains": n, "overlap": o}, {})
+            if o:
+                out[f"schwarz-n{n}-o{o}-ras"] = ({"subdomains": n, "overlap": o},
+                                                 {"restricted": True})
+    return out
 
 
 TITLES = {"darcy": "Darcy", "mesh": "Darcy on an unstructured mesh",
@@ -203,7 +211,7 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
     variant = layout_variants(cfg).get(model)
     if variant is not None:
         return _backbone("schwarz", cfg, width or matched_width("schwarz", cfg),
-                         {**cfg["layout"], **variant})
+                         {**cfg["layout"], **variant[0]}, variant[1])
     if width is None:
         width = matched_width(model, cfg)
     if model == "fno":
@@ -214,10 +222,12 @@ def build(model: str, cfg: dict, width: int | None = None) -> torch.nn.Module:
     return _backbone(model, cfg, width, cfg["layout"] if model == "schwarz" else None)
 
 
-def _backbone(mixer: str, cfg: dict, width: int, layout: dict | None) -> NeuralOperator:
+def _backbone(mixer: str, cfg: dict, width: int, layout: dict | None,
+              options: dict | None = None) -> NeuralOperator:
     b = cfg["backbone"]
     return NeuralOperator(dim=cfg["data"]["dim"], width=width, depth=b["depth"],
-                          heads=b["heads"], mixer=mixer, mixer_options=cfg["mixers"].get(mixer, {}),
+                          heads=b["heads"], mixer=mixer,
+                          mixer_options={**cfg["mixers"].get(mixer, {}), **(options or {})},
                           layout=layout, mlp_ratio=b["mlp_ratio"])
 
 
@@ -489,6 +499,32 @@ def _lower_rate(sweep: dict, lr: float) -> float | None:
     return max((r for r in sweep if r < lr), default=None)
 
 
+#: a seed has diverged when its validation error is more than this many times the best of its
+#: group (its seeds and the sweep's seed 0 at the same rate): a diverged run predicts about the
+#: mean (validation 0.68 against a trained model's 0.02-0.03), while seeds spread by percents
+DIVERGED = 2.0
+
+
+def seeds_rate(runs: dict, cfg: dict, model: str, width: int, sweep: dict,
+               lr: float) -> tuple[float, list, bool]:
+    """The rate at which the seeds of ``model`` at ``width`` are reported: the sweep's best
+    ``lr``, lowered one swept rate at a time while a seed diverges there (:data:`DIVERGED`).
+    Returns that rate, the diverged runs at the rates above it, and whether every seed at the
+    rate is done (if not, the rate may still be lowered)."""
+    diverged = []
+    while True:
+        got = [runs.get(run_name(model, width, lr, s, cfg["epochs"])) for s in cfg["seeds"]]
+        if None in got:
+            return lr, diverged, False
+        ref = DIVERGED * min([r["validation_error"] for r in got] + [sweep[lr]])
+        bad = [r for r in got if r["validation_error"] > ref]
+        lower = _lower_rate(sweep, lr)
+        if not bad or lower is None:
+            return lr, diverged, True
+        diverged += bad
+        lr = lower
+
+
 def plan(args, cfg: dict) -> tuple[list, bool]:
     """The runs of ``args.models`` that can start now, as ``(name, thunk)`` in priority order,
     and whether the study has more to do after them. With ``args.long``: only the longer
@@ -524,8 +560,9 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
         if lr is None:
             waiting = True
             continue
-        for seed in cfg["seeds"][1:]:
-            add(model, w, lr, seed)
+        seeds_lr, _, settled = seeds_rate(runs, cfg, model, w, sweep, lr)
+        for seed in cfg["seeds"]:
+            add(model, w, seeds_lr, seed)
         if model in cfg["pilot"]:
             add(model, w, lr, 0, 2 * cfg["epochs"])
             pilot = runs.get(run_name(model, w, lr, 0, 2 * cfg["epochs"]))
@@ -536,11 +573,12 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
             for variant in layout_variants(cfg):
                 add(variant, w, lr, 0)
         if model in equal_time and equal_time[model] != w:
+            time_lr = seeds_rate(runs, cfg, model, equal_time[model], sweep, lr)[0]
             for seed in cfg["seeds"]:
-                add(model, equal_time[model], lr, seed)
+                add(model, equal_time[model], time_lr, seed)
         for seed in cfg["seeds"] if cfg["data"]["transfer"] else []:
-            source = runs.get(run_name(model, w, lr, seed, cfg["epochs"]))
-            if source is None:
+            source = runs.get(run_name(model, w, seeds_lr, seed, cfg["epochs"]))
+            if source is None or not settled:
                 waiting = True
             elif f"transfer-{source['run']}" not in runs:
                 todo.append((f"transfer-{source['run']}",
@@ -613,17 +651,23 @@ def summary(runs: dict, cfg: dict) -> dict:
         mine = [r for r in runs.values() if r.get("model") == model and "lr" in r]
         if not mine:  # (and no width to match: FNO's needs neuraloperator)
             out[model] = {"width": None, "sweep": {}, "lr": None, "param": [], "time": [],
-                          "time_width": None, "transfer": []}
+                          "time_width": None, "diverged": {}, "transfer": []}
             continue
         w = matched_width(model, cfg)
         sweep = {r["lr"]: r["validation_error"] for r in mine
                  if r["width"] == w and r["seed"] == 0 and r["epochs"] == cfg["epochs"]}
         lr = best_rate(sweep, cfg["lrs"], cfg["widen"]) if sweep else None
-        pick = lambda width: [r for r in mine if r["width"] == width and r["lr"] == lr
-                              and r["epochs"] == cfg["epochs"]]
+        diverged = {}
+
+        def pick(width):
+            if lr is None:
+                return []
+            rate, diverged[width], _ = seeds_rate(runs, cfg, model, width, sweep, lr)
+            return [r for r in mine if r["width"] == width and r["lr"] == rate
+                    and r["epochs"] == cfg["epochs"]]
         out[model] = {"width": w, "sweep": sweep, "lr": lr, "param": pick(w),
                       "time_width": equal_time.get(model, w),
-                      "time": pick(equal_time.get(model, w)),
+                      "time": pick(equal_time.get(model, w)), "diverged": diverged,
                       "transfer": [r for r in runs.values() if r.get("model") == model
                                    and r["run"].startswith("transfer-")
                                    and r.get("width") == w]}
@@ -650,16 +694,25 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                 continue
             mean = np.mean([r["test_error"] for r in rs])
             e = _epoch_s(runs, m, s[m][width_key])
-            rows.append([m, s[m][width_key], rs[0]["parameters"], f"{s[m]['lr']:g}", len(rs),
+            rows.append([m, s[m][width_key], rs[0]["parameters"], f"{rs[0]['lr']:g}", len(rs),
                          _stat([r["test_error"] for r in rs]),
                          f"{base / mean:.2f}" if base else "",
                          f"{e:.3g}" if e else "",
                          f"{np.median([r['seconds_per_epoch'] for r in rs]):.3g}"
                          + (" (GPU)" if any(r.get("device", "cpu") != "cpu" for r in rs) else ""),
                          f"{max(r['peak_above_start_mb'] for r in rs):.0f}"])
+        lowered = [f"{m} at width {s[m][width_key]}: "
+                   + ", ".join(f"seed {r['seed']} at {r['lr']:g} (validation "
+                               f"{r['validation_error']:.3f})"
+                               for r in s[m]["diverged"][s[m][width_key]])
+                   + f"; its seeds at {s[m][key][0]['lr']:g}" for m in models
+                   if s[m][key] and s[m]["diverged"].get(s[m][width_key])]
+        note = ("\n\nThe rate is the sweep's best unless a seed diverged there (validation "
+                f"error above {DIVERGED:g}x its group's best); then one swept rate lower, for "
+                "every seed. Diverged: " + "; ".join(lowered) + ".") if lowered else ""
         return bench.markdown_table(["model", "width", "parameters", "lr", "seeds",
                                      "test rel. L2", "Schwarz / model", "s / epoch (timing)",
-                                     "s / epoch (run)", "peak MB"], rows)
+                                     "s / epoch (run)", "peak MB"], rows) + note
 
     mixers = [m for m in s if m not in NETWORK_MODELS]
     sections.append(("Equal parameters (the Schwarz model's count within 10 %)",
@@ -784,37 +837,42 @@ def layouts(runs: dict, cfg: dict, out: str, costs: Path = LAYOUT_COSTS):
                       and p["status"] == "ok"), None)
         for p in points:
             if p["dim"] == 2 and p["mixer"] == "schwarz" and p["status"] == "ok" and flare:
-                cost[p["subdomain_size"], p["overlap"]] = (p["time_s"] / flare["time_s"],
-                                                            p["tokens"])
+                cost[p["subdomain_size"], p["overlap"], p["options"].get("restricted", False)] \
+                    = (p["time_s"] / flare["time_s"], p["tokens"])
     tokens = cfg["data"]["grid"] ** cfg["data"]["dim"]
     rows, curve = [], {}
-    for name, r, lay in [("schwarz", ref, cfg["layout"]),
-                         *((v, mine[v], {**cfg["layout"], **variants[v]}) for v in variants)]:
+    for name, r, lay, ras in [("schwarz", ref, cfg["layout"], False),
+                              *((v, mine[v], {**cfg["layout"], **variants[v][0]},
+                                 variants[v][1].get("restricted", False)) for v in variants)]:
         if r is None:
             continue
         size = tokens / lay["subdomains"]
-        match = min((k for k in cost if k[1] == lay["overlap"]),
+        match = min((k for k in cost if k[1:] == (lay["overlap"], ras)),
                     key=lambda k: abs(math.log(k[0] / size)), default=None)
         c = cost.get(match)
-        rows.append([name, lay["subdomains"], lay["overlap"], f"{size:.0f}",
-                     f"{r['test_error']:.4f}", f"{r['test_error'] / ref['test_error']:.3f}",
+        rows.append([name, lay["subdomains"], lay["overlap"], "yes" if ras else "",
+                     f"{size:.0f}", f"{r['test_error']:.4f}",
+                     f"{r['test_error'] / ref['test_error']:.3f}",
                      f"{match[0]} ({c[1]:,} tokens)" if c else "", f"{c[0]:.2f}" if c else ""])
         if c:
-            curve.setdefault(lay["overlap"], []).append((c[0], r["test_error"], lay["subdomains"]))
+            curve.setdefault((lay["overlap"], ras), []).append((c[0], r["test_error"],
+                                                                lay["subdomains"]))
     text = ("Seed 0 at the Schwarz model's best rate on other layouts, trained and tested on the "
-            "grid; beside it the 2D forward + backward time, over FLARE's at equal width, of "
-            f"the layout with the same subdomain size and overlap near 64k tokens "
+            "grid (restricted: queries from each subdomain's own part only); beside it the 2D "
+            "forward + backward time, over FLARE's at equal width, of the layout with the same "
+            f"subdomain size, overlap and form near 64k tokens "
             f"(`python benchmarks/mixer_scaling.py --layouts`, "
             f"[its report](../mixer_scaling/README.md)). The study's default is the first row.\n\n"
-            + bench.markdown_table(["model", "subdomains", "overlap", "tokens per subdomain",
-                                    "test rel. L2", "/ default", "64k layout (size)",
-                                    "64k time / FLARE"], rows))
+            + bench.markdown_table(["model", "subdomains", "overlap", "restricted",
+                                    "tokens per subdomain", "test rel. L2", "/ default",
+                                    "64k layout (size)", "64k time / FLARE"], rows))
     path = None
     if curve:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for o, pts in sorted(curve.items()):
+        for (o, ras), pts in sorted(curve.items()):
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"overlap {o}")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                    label=f"overlap {o}" + (", restricted" if ras else ""))
             for x, y, n in pts:
                 ax.annotate(f"N={n}", (x, y), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")

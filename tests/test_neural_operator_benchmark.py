@@ -32,8 +32,9 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
                  if r["width"] == width and r["seed"] == 0 and r["epochs"] == cfg["epochs"]}
         best = mod.best_rate(sweep, cfg["lrs"], cfg["widen"])
         assert best is not None and set(cfg["lrs"]) <= set(sweep)
-        seeds = {r["seed"] for r in mine if r["lr"] == best and r["width"] == width}
-        assert seeds == set(cfg["seeds"])
+        rate, _, settled = mod.seeds_rate(runs, cfg, model, width, sweep, best)
+        seeds = {r["seed"] for r in mine if r["lr"] == rate and r["width"] == width}
+        assert settled and rate <= best and seeds == set(cfg["seeds"])
         transfers = [r for r in runs.values() if r.get("model") == model and "source" in r]
         assert len(transfers) == len(cfg["seeds"])
         for t in transfers:
@@ -48,9 +49,11 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
     for model in cfg["pilot"]:
         assert any(r["model"] == model and r["epochs"] == 2 * cfg["epochs"] for r in trained)
     # the Schwarz model on other layouts: seed 0 at its best rate, the layout recorded
-    for variant, change in mod.layout_variants(cfg).items():
+    for variant, (change, options) in mod.layout_variants(cfg).items():
         r = next(r for r in trained if r["model"] == variant)
         assert r["seed"] == 0 and r["model_config"]["layout"] == {**cfg["layout"], **change}
+        assert r["model_config"]["mixer_options"].get("restricted", False) \
+            == options.get("restricted", False)
     # equal parameters: the quick widths are coarse, the study's match within 10 %
     counts = [r["parameters"] for r in trained if r["model"] in mod.MIXERS
               and r["width"] == mod.matched_width(r["model"], cfg)]
@@ -164,6 +167,37 @@ def test_the_sweep_widens_until_its_best_rate_is_inside():
     assert mod.rates_to_run(done, lrs, 2) == [1.11e-4, 3.33e-4, 1e-3, 3e-3]
     assert mod.best_rate(done, lrs, 2) == 1.11e-4  # the limit reached: reported at the edge
     assert mod.rates_to_run({1e-3: 0.3, 3e-3: 0.4}, lrs, 0) == lrs
+
+
+def test_seeds_move_one_rate_lower_while_one_diverges():
+    cfg = {"epochs": 4, "seeds": [0, 1, 2]}
+    sweep = {1e-3: 0.05, 3e-3: 0.04, 9e-3: 0.03}
+
+    def runs_of(errors):  # (lr, seed) -> validation error; seed 0 at width 8 is the sweep's
+        out = {mod.run_name("m", 8, lr, 0, 4): {"lr": lr, "seed": 0, "validation_error": v}
+               for lr, v in sweep.items()}
+        out.update({mod.run_name("m", 8, lr, s, 4): {"lr": lr, "seed": s, "validation_error": v}
+                    for (lr, s), v in errors.items()})
+        return out
+    # every seed done and none diverged: the sweep's best
+    runs = runs_of({(9e-3, 1): 0.032, (9e-3, 2): 0.035})
+    assert mod.seeds_rate(runs, cfg, "m", 8, sweep, 9e-3) == (9e-3, [], True)
+    # a seed still missing: not settled
+    assert mod.seeds_rate(runs_of({(9e-3, 1): 0.03}), cfg, "m", 8, sweep, 9e-3)[2] is False
+    # seed 2 predicts the mean at 9e-3: every seed one rate lower, the diverged run named
+    runs = runs_of({(9e-3, 1): 0.03, (9e-3, 2): 0.68})
+    rate, diverged, settled = mod.seeds_rate(runs, cfg, "m", 8, sweep, 9e-3)
+    assert (rate, settled) == (3e-3, False) and [r["seed"] for r in diverged] == [2]
+    runs = runs_of({(9e-3, 1): 0.03, (9e-3, 2): 0.68, (3e-3, 1): 0.045, (3e-3, 2): 0.041})
+    assert mod.seeds_rate(runs, cfg, "m", 8, sweep, 9e-3)[::2] == (3e-3, True)
+    # a wider model whose every seed diverges at the best rate is lowered as well
+    runs = runs_of({(9e-3, 1): 0.03, (9e-3, 2): 0.03})
+    runs.update({mod.run_name("m", 16, 9e-3, s, 4): {"lr": 9e-3, "seed": s,
+                                                    "validation_error": 0.6} for s in (0, 1, 2)})
+    assert mod.seeds_rate(runs, cfg, "m", 16, sweep, 9e-3)[0] == 3e-3
+    # the lowest swept rate is kept even where a seed diverges there
+    runs = runs_of({(1e-3, 1): 0.05, (1e-3, 2): 0.7})
+    assert mod.seeds_rate(runs, cfg, "m", 8, sweep, 1e-3)[::2] == (1e-3, True)
 
 
 def test_a_device_torch_cannot_use_is_refused(capsys):

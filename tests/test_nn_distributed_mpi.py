@@ -130,7 +130,8 @@ def test_distributed_equals_the_serial_mixer(attention, levels, overlap):
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("options", [{"combine": "sum"}, {"combine": "concat"},
                                      {"prolongation": "attention"},
-                                     {"combine": "sum", "prolongation": "attention"}],
+                                     {"combine": "sum", "prolongation": "attention"},
+                                     {"restricted": True}],
                          ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()))
 def test_distributed_equals_serial_for_every_combination(options):
     for attention in ("softmax", "galerkin"):
@@ -174,6 +175,15 @@ def test_counted_bytes_are_the_planned_bytes():
                                 "total": (sent * width + len(mine["ghosts"]) * C
                                           + layout.n0 * 3 * C) * B * 8}
     assert torch.allclose(out["inputs"], out["qkv"], rtol=0, atol=1e-13)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_restricted_form_sends_nothing_back():
+    """Restricted, every query is an owned row: the ghost rows go out, nothing comes back."""
+    diffs, dist, _ = parity(COMM, "softmax", "both", 2, options={"restricted": True})
+    assert diffs.max() < 1e-12, diffs
+    assert dist.traffic["reverse"] == 0
+    assert COMM.allreduce(dist.traffic["ghost"]) > 0
 
 
 @pytest.mark.mpi(min_size=2)

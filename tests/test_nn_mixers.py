@@ -188,7 +188,9 @@ def reference(m, L: TokenLayout, x: np.ndarray) -> np.ndarray:
 
     with ``Phihat`` the columns of ``Phi`` scaled to sum to one; ``Att`` softmax
     ``softmax(Q K^T / sqrt d) V`` or Galerkin ``Q (K^T V) / n`` with ``K, V`` layer-normalised
-    (on the tokens, before the weights, in the local level); the two levels summed per head
+    (on the tokens, before the weights, in the local level); restricted, the local level is
+    ``sum_i Rt_i^T Att(Rt_i Q, R_i K, R_i V)`` with ``Rt_i`` the rows of part ``i``; the two
+    levels summed per head
     (``combine='sum'``), side by side (``'concat'``) or on separate heads (``'split'``), and
     ``prolongation='attention'`` reading the coarse tokens by softmax attention."""
     P = {k: v.detach().numpy() for k, v in m.state_dict().items()}
@@ -211,7 +213,7 @@ def reference(m, L: TokenLayout, x: np.ndarray) -> np.ndarray:
             return softmax_att(q, k, v)
         if not normed:
             k, v = norm(k, "norm_k"), norm(v, "norm_v")
-        return q @ (k.T @ v) / len(q)
+        return q @ (k.T @ v) / len(k)  # the mean over the keys
 
     Phi = dense_phi(L)
     Phihat = Phi / Phi.sum(axis=0)
@@ -225,8 +227,12 @@ def reference(m, L: TokenLayout, x: np.ndarray) -> np.ndarray:
             if m.levels in ("both", "local") and h in local_heads:
                 kn, vn = (norm(k, "norm_k"), norm(v, "norm_v")) if m.attention == "galerkin" \
                     else (k, v)
-                for I, w in index_sets(L):
-                    y_loc[b, I, h] += w[:, None] * att(q[I], kn[I], w[:, None] * vn[I], True)
+                for i, (I, w) in enumerate(index_sets(L)):
+                    if m.restricted:
+                        own = np.flatnonzero(L.part == i)
+                        y_loc[b, own, h] += att(q[own], kn[I], vn[I], True)
+                    else:
+                        y_loc[b, I, h] += w[:, None] * att(q[I], kn[I], w[:, None] * vn[I], True)
             if m.levels in ("both", "coarse") and h in coarse_heads:
                 k0 = Phihat.T @ k
                 y0 = att(Phihat.T @ q, k0, Phihat.T @ v)
@@ -278,6 +284,33 @@ def test_schwarz_equals_the_dense_reference(case, attention, levels):
                 p.add_(0.3 * torch.randn_like(p))
     x = inputs(2, L.tokens)
     assert close(m(x), torch.from_numpy(reference(m, L, x.numpy())), 1e-12)
+
+
+@pytest.mark.parametrize("levels", ["both", "local"])
+@pytest.mark.parametrize("attention", ["softmax", "galerkin"])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_restricted_schwarz_equals_the_dense_reference(case, attention, levels):
+    dim, kind, N, partitioner, coarse, overlap = case
+    L = TokenLayout.build(case_points(dim, kind), subdomains=N, overlap=overlap,
+                          partitioner=partitioner, coarse=coarse)
+    m = build("schwarz", layout=L, attention=attention, levels=levels, restricted=True)
+    x = inputs(2, L.tokens)
+    assert close(m(x), torch.from_numpy(reference(m, L, x.numpy())), 1e-12)
+    parts = L.part_index()  # every token asks in exactly one subdomain, its own part's
+    assert np.array_equal(np.sort(parts[parts < L.tokens]), np.arange(L.tokens))
+    if overlap == 0:  # no overlap: the restricted and the weighted forms are one operator
+        w = build("schwarz", layout=L, attention=attention, levels=levels)
+        assert close(m(x), w(x), 1e-12)
+
+
+def test_restricted_needs_each_part_inside_its_set():
+    sets = [np.arange(18), np.arange(18, 36)]
+    part = (np.arange(36) >= 12).astype(int)  # tokens 12..17 in part 1, outside set 1
+    L = TokenLayout.of_sets(sets, part, dim=2)
+    m = build("schwarz", layout=L, restricted=True)
+    with pytest.raises(ValueError, match="outside the overlapping set of their own part"):
+        m(inputs(1, 36))
+    assert torch.isfinite(build("schwarz", layout=L)(inputs(1, 36))).all()  # weighted: fine
 
 
 @pytest.mark.parametrize("prolongation", ["phi", "attention"])

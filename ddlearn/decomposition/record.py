@@ -130,6 +130,28 @@ class DecompositionRecord:
     def N(self) -> int:
         return len(self.sizes)
 
+    def part_index(self) -> np.ndarray:
+        r"""Every subdomain's non-overlapping part (the points ``part`` gives it, increasing),
+        padded with ``T``: shape ``(N, m_max)``, the index sets of :math:`\tilde R_i`, with
+        :math:`\sum_i\tilde R_i^T\tilde R_i = I`.
+
+        Raises
+        ------
+        ValueError
+            Where a part is not inside its overlapping set (:math:`\tilde R_i` must select
+            rows of :math:`R_i`).
+        """
+        T, N = self.tokens, self.N
+        pairs = (np.arange(N)[:, None] * (T + 1) + self.index)[self.index < T]  # (i, t) codes
+        outside = np.flatnonzero(~np.isin(self.part * (T + 1) + np.arange(T), pairs))
+        if len(outside):
+            raise ValueError(f"{len(outside)} point(s) (e.g. {outside[:5].tolist()}) lie outside "
+                             f"the overlapping set of their own part: each part must be inside "
+                             f"its set for the restricted form")
+        order = np.argsort(self.part, kind="stable")
+        parts = np.split(order, np.cumsum(np.bincount(self.part, minlength=N))[:-1])
+        return padded_sets(parts, np.ones(T), T)[0]
+
     def owners(self, P: int) -> np.ndarray:
         """The rank of each subdomain on ``P`` ranks (:func:`~.structured.assign_ranks`)."""
         return assign_ranks(self.N, P)
@@ -178,7 +200,10 @@ class DecompositionRecord:
             ghost rows, in ``ghosts``' order), ``send`` (``{rank: positions in owned}`` of the
             rows this rank sends to each neighbour, matching the neighbour's ghost order),
             ``local`` (``index`` of the rank's subdomains in local numbering :math:`[O_r, G_r]`,
-            padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``) and ``phi`` (the entries
+            padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``; ``parts``, the
+            subdomains' non-overlapping parts in local numbering, padded the same way, or
+            ``None`` where a part is not inside its set or ``owned`` leaves out a point of
+            it) and ``phi`` (the entries
             of :math:`\Phi` in owned rows: ``rows`` local, ``cols``, ``vals``, and ``mean``,
             :math:`\Phi` scaled so that its columns sum to one).
 
@@ -216,9 +241,15 @@ class DecompositionRecord:
         colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
         keep = token_rank[self.phi_rows] == rank
         cols = self.phi_cols[keep]
+        try:
+            parts = self.part_index()[mine]
+            parts = local[parts[:, :max(1, int((parts < T).sum(axis=1).max()))]]
+        except ValueError:  # a part outside its set: no restricted form
+            parts = -np.ones((1, 1), dtype=np.int64)
         return {"subdomains": mine, "owned": owned, "ghosts": ghost_rows,
                 "recv": pattern["recv"], "send": pattern["send"],
                 "local": {"index": local[self.index[mine, :width]],
-                          "sqrt_D": self.sqrt_D[mine, :width], "sizes": sizes},
+                          "sqrt_D": self.sqrt_D[mine, :width], "sizes": sizes,
+                          "parts": None if (parts < 0).any() else parts},
                 "phi": {"rows": local[self.phi_rows[keep]], "cols": cols,
                         "vals": self.phi_vals[keep], "mean": self.phi_vals[keep] / colsum[cols]}}

@@ -30,7 +30,8 @@ and one allreduce; no PETSc):
    locally, the same arithmetic as on the owner) or, with ``ghosts='qkv'``, the rows of
    :math:`[Q\,K\,V]` (three times the bytes);
 2. *reverse exchange* (:math:`R_i^T` with ADD, the reverse scatter): the local output of rank
-   ``r``'s subdomains on its ghost rows is sent to their owners and added there;
+   ``r``'s subdomains on its ghost rows is sent to their owners and added there (none in the
+   restricted form, ``restricted=True``: every query is an owned row);
 3. *coarse allreduce*: each rank pools its owned rows, :math:`\hat\Phi|_{O_r}^T[Q\,K\,V]`
    (``[batch, n0, 3 channels]``), one ``Allreduce(SUM)`` gives :math:`\hat\Phi^T[Q\,K\,V]` on
    every rank, the coarse attention is computed redundantly on every rank and spread to the
@@ -80,7 +81,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
 
     Parameters
     ----------
-    channels, heads, attention, levels
+    channels, heads, attention, levels, prolongation, combine, restricted
         As :class:`~ddlearn.nn.schwarz.SchwarzMixer`; the parameters have the same names, so
         ``load_state_dict`` takes a serial mixer's state (and the other way round).
     layout : TokenLayout, optional
@@ -118,7 +119,8 @@ class DistributedSchwarzMixer(SchwarzMixer):
 
     def __init__(self, channels: int, heads: int = 4, attention: str = "softmax",
                  levels: str = "both", layout=None, comm=None, ghosts: str = "inputs",
-                 subdomain_ranks=None, *, prolongation: str = "phi", combine: str = "split"):
+                 subdomain_ranks=None, *, prolongation: str = "phi", combine: str = "split",
+                 restricted: bool = False):
         if ghosts not in GHOSTS:
             raise ValueError(f"distributed schwarz mixer: unknown ghosts {ghosts!r}, use one of "
                              f"{GHOSTS}")
@@ -127,14 +129,15 @@ class DistributedSchwarzMixer(SchwarzMixer):
         self.plan = None
         self.traffic = {"ghost": 0, "reverse": 0, "allreduce": 0, "total": 0}
         super().__init__(channels, heads, attention=attention, levels=levels,
-                         prolongation=prolongation, combine=combine, layout=layout)
+                         prolongation=prolongation, combine=combine, layout=layout,
+                         restricted=restricted)
 
     @classmethod
     def from_serial(cls, mixer: SchwarzMixer, comm=None, **kwargs) -> "DistributedSchwarzMixer":
         """The distributed twin of ``mixer``: same settings, layout and parameter values."""
         dist = cls(mixer.channels, mixer.heads, attention=mixer.attention, levels=mixer.levels,
                    prolongation=mixer.prolongation, combine=mixer.combine, layout=mixer.layout,
-                   comm=comm, **kwargs).to(next(mixer.parameters()).dtype)
+                   restricted=mixer.restricted, comm=comm, **kwargs).to(next(mixer.parameters()).dtype)
         dist.load_state_dict(mixer.state_dict())
         return dist
 
@@ -144,7 +147,8 @@ class DistributedSchwarzMixer(SchwarzMixer):
         Raises
         ------
         ValueError
-            On every rank, when the layout has fewer subdomains than there are ranks.
+            On every rank, when the layout has fewer subdomains than there are ranks, or (for
+            ``restricted``) a part lies outside its set.
         """
         self.layout = layout
         self._tensors = {}
@@ -153,6 +157,10 @@ class DistributedSchwarzMixer(SchwarzMixer):
             return
         P, r = self.comm.Get_size(), self.comm.Get_rank()
         self.plan = layout.rank_view(P, r, self.subdomain_ranks)
+        if self.restricted and self.comm.allreduce(int(self.plan["local"]["parts"] is None)):
+            raise ValueError("distributed schwarz mixer: restricted=True needs every subdomain's "
+                             "part inside its overlapping set; use restricted=False with this "
+                             "layout")
         self.owned = self.plan["owned"]
         self._exchange = Exchange(self.comm, self.plan["recv"], self.plan["send"],
                                   len(self.plan["owned"]))
@@ -167,6 +175,8 @@ class DistributedSchwarzMixer(SchwarzMixer):
                 "mask": t(loc["sqrt_D"] > 0, torch.bool), "n": t(loc["sizes"]),
                 "phi_rows": t(phi["rows"], torch.long), "phi_cols": t(phi["cols"], torch.long),
                 "phi_vals": t(phi["vals"]), "phi_mean": t(phi["mean"])}
+            if self.restricted:
+                self._tensors[key]["parts"] = t(loc["parts"], torch.long)
         return self._tensors[key]
 
     def scatter(self, x: torch.Tensor) -> torch.Tensor:
@@ -215,7 +225,10 @@ class DistributedSchwarzMixer(SchwarzMixer):
             z = torch.cat([qkv, ghosts(qkv, ex)], dim=1)
         ghost_bytes = ex.bytes
         y = super().local_term(None, z, L)  # [B, owned + ghosts, C_local]
-        y = y[:, :n_own] + add_to_owners(y[:, n_own:], ex)
+        if self.restricted:  # only owned tokens asked: the ghost rows got nothing
+            y = y[:, :n_own]
+        else:
+            y = y[:, :n_own] + add_to_owners(y[:, n_own:], ex)
         self.traffic.update(ghost=ghost_bytes, reverse=ex.bytes - ghost_bytes)
         return y
 

@@ -244,12 +244,16 @@ class TokenLayout(DecompositionRecord):
                              f"{self.tokens}: build the layout from this mesh's coordinates "
                              f"(TokenLayout.build) and set it with set_layout")
 
-    def tensors(self, device, dtype) -> dict:
+    def tensors(self, device, dtype, parts: bool = False) -> dict:
         """The layout as torch tensors on ``device`` (cached per device and dtype): ``index``,
         ``sqrt_D``, ``mask`` (True on real entries), ``n`` (sizes), ``phi_rows``,
         ``phi_cols``, ``phi_vals``, ``phi_mean`` (:math:`\\Phi` scaled so that its columns sum
-        to one: pooling by weighted means)."""
+        to one: pooling by weighted means); with ``parts``, also ``parts``
+        (:meth:`part_index`, for the restricted form)."""
         key = (str(device), dtype)
+        if parts and "parts" not in self._tensors.get(key, {}):
+            self.tensors(device, dtype)["parts"] = torch.as_tensor(
+                self.part_index(), dtype=torch.long, device=device)
         if key not in self._tensors:
             colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
             t = lambda a, dt=dtype: torch.as_tensor(a, dtype=dt, device=device)  # noqa: E731

@@ -25,6 +25,17 @@ indexing call, attended in one batched call and summed back in one ``index_add``
 ``levels='local'`` or ``'coarse'`` keeps one of the two terms. The outputs of all heads are
 merged by :math:`W_O`.
 
+``restricted=True`` is the restricted additive form (Cai and Sarkis' RAS, PETSc's
+``PCASM`` type ``restrict``): only the tokens of subdomain :math:`i`'s non-overlapping part ask,
+the whole overlapping set answers,
+
+.. math:: \sum_i \tilde R_i^T\,\mathrm{Att}(\tilde R_iQ,\ R_iK,\ R_iV),
+          \qquad \sum_i\tilde R_i^T\tilde R_i = I,
+
+:math:`O(\sum_i m_i n_i d)` for parts of :math:`m_i` tokens: the overlap widens what a token
+reads, not how many tokens ask. Distributed, every query is a rank's own token, so nothing is
+sent back to the neighbours.
+
 ``prolongation='attention'`` replaces the fixed spreading :math:`\Phi Y_0` by attention of every
 token to the coarse tokens, :math:`\mathrm{softmax}(Q K_0^T/\sqrt d)\,Y_0` with
 :math:`K_0 = \hat\Phi^TK` (each token reads the coarse tokens it matches, as FLARE's decode
@@ -56,6 +67,9 @@ class SchwarzMixer(TokenMixer):
     attention : {'softmax', 'galerkin'}
     levels : {'both', 'local', 'coarse'}
     prolongation : {'phi', 'attention'}
+    restricted : bool
+        The restricted additive local level (see the module docstring): queries from each
+        subdomain's own part only.
     combine : {'split', 'sum', 'concat'}
         How the two levels meet: ``split`` (the default) gives the first half of the heads to
         the local level and the others to the coarse level (the parameters of ``sum``, half its
@@ -72,7 +86,7 @@ class SchwarzMixer(TokenMixer):
 
     def __init__(self, channels: int, heads: int = 4, attention: str = "softmax",
                  levels: str = "both", layout=None, *, prolongation: str = "phi",
-                 combine: str = "split"):
+                 combine: str = "split", restricted: bool = False):
         super().__init__(channels, heads)
         if attention not in ATTENTIONS:
             raise ValueError(f"schwarz mixer: unknown attention {attention!r}, use one of "
@@ -86,6 +100,7 @@ class SchwarzMixer(TokenMixer):
             raise ValueError(f"schwarz mixer: unknown combine {combine!r}, use one of "
                              f"{COMBINES}")
         self.attention, self.levels, self.prolongation = attention, levels, prolongation
+        self.restricted = bool(restricted)
         self.combine = combine if levels == "both" else "sum"
         if self.combine == "split" and heads < 2:
             raise ValueError("schwarz mixer: combine='split' needs at least 2 heads")
@@ -101,25 +116,31 @@ class SchwarzMixer(TokenMixer):
         return q @ (k.transpose(-1, -2) @ v) / n
 
     def local(self, q, k, v, L) -> torch.Tensor:
-        r""":math:`\sum_i R_i^TD_i^{1/2}\mathrm{Att}(R_iQ, R_iK, D_i^{1/2}R_iV)`, inputs and
-        output ``[B, h, T, d]``: every subdomain of every head one batch entry of a single
-        attention call, ``[B, h N, n_max, d]`` (the 4D layout the fused kernels take)."""
+        r""":math:`\sum_i R_i^TD_i^{1/2}\mathrm{Att}(R_iQ, R_iK, D_i^{1/2}R_iV)` (or, restricted,
+        :math:`\sum_i\tilde R_i^T\mathrm{Att}(\tilde R_iQ, R_iK, R_iV)`), inputs and output
+        ``[B, h, T, d]``: every subdomain of every head one batch entry of a single attention
+        call, ``[B, h N, n_max, d]`` (the 4D layout the fused kernels take)."""
         B, H, T, d = q.shape
         N, n_max = L["sqrt_D"].shape
         if self.attention == "galerkin":  # normalised on the tokens, before the weights
             k, v = self.norm_k(k), self.norm_v(v)
 
-        def restricted(z):  # R_i z for all i and heads at once, padded: [B, H N, n_max, d]
-            return restrict(z, L["index"], 2).view(B, H * N, n_max, d)
+        def gathered(z, index):  # R_i z for all i and heads at once, padded: [B, H N, n, d]
+            return restrict(z, index, 2).view(B, H * N, index.shape[1], d)
 
-        w = L["sqrt_D"].repeat(H, 1)[None, :, :, None]
-        qi, ki, vi = restricted(q), restricted(k), restricted(v) * w
+        if self.restricted:
+            ask, w = L["parts"], 1.0
+        else:
+            ask, w = L["index"], L["sqrt_D"].repeat(H, 1)[None, :, :, None]
+        qi, ki, vi = gathered(q, ask), gathered(k, L["index"]), gathered(v, L["index"]) * w
         if self.attention == "softmax":
             y = F.scaled_dot_product_attention(
                 qi, ki, vi, attn_mask=L["mask"].repeat(H, 1)[None, :, None, :])
-        else:  # the padding has k = 0 and w = 0: it adds nothing
+        else:  # the padding has k = 0 and v = 0: it adds nothing
             y = self._galerkin(qi, ki, vi, L["n"].repeat(H)[None, :, None, None])
-        return extend_add((y * w).view(B, H, N, n_max, d), L["index"], T, 2)
+        if not self.restricted:
+            y = y * w
+        return extend_add(y.view(B, H, N, ask.shape[1], d), ask, T, 2)
 
     def coarse_attention(self, q0, k0, v0) -> torch.Tensor:
         """Attention among the ``n0`` coarse tokens, ``[B, h, n0, d]``."""
@@ -177,9 +198,10 @@ class SchwarzMixer(TokenMixer):
 
     def mix(self, x: torch.Tensor) -> torch.Tensor:
         qkv = self.qkv(x)
-        L = self.layout.tensors(x.device, x.dtype)
+        L = self.layout.tensors(x.device, x.dtype, parts=self.restricted)
         return self.out(self.combined(self.terms(x, qkv, L)))
 
     def extra_repr(self) -> str:
         return f"channels={self.channels}, heads={self.heads}, attention={self.attention}, " \
-               f"levels={self.levels}, prolongation={self.prolongation}, combine={self.combine}"
+               f"levels={self.levels}, prolongation={self.prolongation}, " \
+               f"combine={self.combine}, restricted={self.restricted}"
