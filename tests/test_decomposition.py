@@ -144,3 +144,16 @@ def test_3d_distributed_matrix_is_the_serial_one():
                                atol=1e-13 * abs(problem.matrix() @ v).max())
     for o in (A, x, y):
         o.destroy()
+
+
+def test_label_groups_with_and_without_a_label_range():
+    from ddlearn.decomposition.groups import label_groups
+
+    labels = np.array([2, 0, 2, 5, 0, 2])
+    # without n: the labels present, in label order, positions increasing (any integers)
+    assert [g.tolist() for g in label_groups(labels)] == [[1, 4], [0, 2, 5], [3]]
+    assert [g.tolist() for g in label_groups(labels + 10 ** 12)] == [[1, 4], [0, 2, 5], [3]]
+    # with n: one group per label 0..n-1, empty where absent
+    got = label_groups(labels, 7)
+    assert [len(g) for g in got] == [2, 0, 3, 0, 0, 1, 0]
+    assert label_groups([]) == [] and [len(g) for g in label_groups([], 2)] == [0, 0]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .groups import label_groups
 from .structured import Decomposition, assign_ranks
 
 __all__ = ["DecompositionRecord", "padded_sets", "exchange_pattern"]
@@ -148,9 +149,7 @@ class DecompositionRecord:
             raise ValueError(f"{len(outside)} point(s) (e.g. {outside[:5].tolist()}) lie outside "
                              f"the overlapping set of their own part: each part must be inside "
                              f"its set for the restricted form")
-        order = np.argsort(self.part, kind="stable")
-        parts = np.split(order, np.cumsum(np.bincount(self.part, minlength=N))[:-1])
-        return padded_sets(parts, np.ones(T), T)[0]
+        return padded_sets(label_groups(self.part, N), np.ones(T), T)[0]
 
     def owners(self, P: int) -> np.ndarray:
         """The rank of each subdomain on ``P`` ranks (:func:`~.structured.assign_ranks`)."""

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...decomposition.collective import on_root
+from ...decomposition.groups import label_groups
 from ...decomposition.subdomains import node_dofs
 from .interface import (InterfaceCoarseSpace, checked_split_ratio, coefficient_pieces,
                         energy_minimal_extension, interface_components)
@@ -84,10 +85,7 @@ def gdsw_basis(A: sp.csr_matrix, part: np.ndarray, Z: np.ndarray | None = None,
     def components():
         gamma, component, _ = interface_components(A, part, block_size)
         component = coefficient_pieces(A, gamma, component, block_size, split_ratio)
-        order = np.argsort(component, kind="stable")
-        splits = np.cumsum(np.bincount(component))[:-1] if len(gamma) else []
-        return gamma, [(gamma[c], np.ones(len(c))) for c in np.split(order, splits)] \
-            if len(gamma) else []
+        return gamma, [(gamma[c], np.ones(len(c))) for c in label_groups(component)]
     gamma, groups = on_root(mpi, components) or (None, None)
     Phi, n0 = extended_basis(A, part, gamma, groups, Z, block_size, mpi)
     return (Phi, {"components": len(groups), "n0": n0}) if Phi is not None else (None, None)

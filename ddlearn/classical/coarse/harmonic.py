@@ -67,6 +67,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from ...decomposition.collective import collective_check, dealt_out, on_root
+from ...decomposition.groups import label_groups
 from ...decomposition.parallel_partition import (DistributedGraph, bits_float, exchange,
                                                  float_bits, grow_overlap_parallel)
 from ...decomposition.subdomains import node_dofs
@@ -190,8 +191,7 @@ class _Plan:
         if not len(self.gamma):
             return
         self.pieces = coefficient_pieces(A, self.gamma, component, bs, split_ratio)
-        order = np.argsort(component, kind="stable")
-        self.members = np.split(order, np.cumsum(np.bincount(component))[:-1])
+        self.members = label_groups(component, len(keys))
         for c, key in enumerate(keys):
             self.touch_sets.setdefault(tuple(key), []).append(c)
         if not sample:
@@ -199,8 +199,7 @@ class _Plan:
         G = abs(node_matrix(A, bs)).tocsr()  # the graph: a signed matrix's rows can sum to <= 0
         G.eliminate_zeros()
         node_part = part[::bs]
-        by_part = np.argsort(node_part, kind="stable")
-        part_nodes = np.split(by_part, np.cumsum(np.bincount(node_part))[:-1])
+        part_nodes = label_groups(node_part, int(node_part.max()) + 1)
         groups: dict[tuple, list[int]] = {}  # region's parts -> the components it samples
         for touch, comps in self.touch_sets.items():
             for key in ([touch] if regions == "touch" else [(p,) for p in touch]):
@@ -369,9 +368,7 @@ def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_rati
     component, owner, _ = components(h)
     piece = components(h, split_ratio)[0] if split_ratio else component
     nodes = h.lo + h.gamma.astype(np.int64)
-    order = np.argsort(component, kind="stable")
-    groups = [k for k in np.split(order, np.flatnonzero(np.diff(component[order])) + 1)
-              if len(k)]
+    groups = label_groups(component)
     pieces = alltoall_items(mpi, [owner[component[k[0]]] for k in groups], [
         (int(component[k[0]]), nodes[k], piece[k],
          None if Z is None else Z[node_dofs(nodes[k], bs) - h.lo * bs]) for k in groups])

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 
 from ...decomposition.collective import collective_check, dealt_out
+from ...decomposition.groups import label_groups
 from ...decomposition.petsc_rows import gather_matrix, scatter_rows
 from ...decomposition.subdomains import node_dofs
 from ..coarse_space import CoarseInput, CoarseSpace, CoarseVectors
@@ -195,9 +196,7 @@ def energy_minimal_extension(A: sp.csr_matrix | None, part: np.ndarray | None,
         A = sp.csr_matrix(A)
         interior = np.setdiff1d(np.arange(A.shape[0]), interface)
         rhs = -(A[interior] @ Phi_gamma).tocsr()
-        order = np.argsort(part[interior], kind="stable")
-        cuts = np.flatnonzero(np.diff(part[interior][order])) + 1
-        jobs = [(mine, np.unique(rhs[mine].indices)) for mine in np.split(order, cuts)]
+        jobs = [(mine, np.unique(rhs[mine].indices)) for mine in label_groups(part[interior])]
         jobs = sorted((j for j in jobs if len(j[1])), key=lambda j: len(j[0]), reverse=True)
     count = len(jobs) if mpi is None else mpi.bcast(len(jobs), root=0)
 

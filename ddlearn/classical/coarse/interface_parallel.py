@@ -46,6 +46,7 @@ import scipy.sparse.csgraph as csgraph
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from ...decomposition.groups import label_groups
 from ...decomposition.parallel_partition import bits_float, exchange, fetch_values, float_bits
 from ...decomposition.subdomains import node_dofs
 from ..coarse_space import CoarseInput, CoarseVectors, SchurGalerkin
@@ -251,9 +252,7 @@ def interface_columns(h: InterfaceHalo, groups, owner: np.ndarray, Z: np.ndarray
     mpi, bs = h.mpi, h.bs
     node, group, weight = groups
     dofs_of = lambda k: node_dofs(h.lo + h.gamma[node[k]], bs)  # noqa: E731
-    order = np.argsort(group, kind="stable")
-    cuts = np.flatnonzero(np.diff(group[order])) + 1
-    mine = [k for k in np.split(order, cuts) if len(k)]
+    mine = label_groups(group)
     if Z is None:
         return (*_entries([dofs_of(k) for k in mine],
                           [np.full(len(k) * bs, group[k[0]]) for k in mine],
