@@ -57,7 +57,7 @@ or not (to round-off: the kept traces' subspace is as stable as its singular-val
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg as sla
@@ -350,6 +350,18 @@ def _region_traces_parallel(A, h, component, subdomains, samples: int, layers: i
     return items, len(plans)
 
 
+@dataclass
+class _Received:
+    """What a component's owner receives for it: per sending rank its nodes, coefficient
+    pieces and rows of :math:`Z`; the traces of the regions that sampled it; and its block
+    :math:`A_{cc}` (``(rows, cols, vals)``, from the region that holds it)."""
+    nodes: list = field(default_factory=list)
+    pieces: list = field(default_factory=list)
+    Z: list = field(default_factory=list)
+    traces: list = field(default_factory=list)
+    A_cc: tuple | None = None
+
+
 def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_ratio: float,
                               samples: int, layers: int, tol: float, seed: int = 0,
                               option: str = "-ddlearn_coarse_space"):
@@ -375,27 +387,27 @@ def parallel_interface_values(A, h, Z: np.ndarray | None, subdomains, split_rati
     traced, regions = _region_traces_parallel(A, h, component, subdomains, samples, layers,
                                               seed) if samples else ([], 0)
     got = alltoall_items(mpi, [owner[c] for c, _, _ in traced], traced)
-    by_c: dict[int, list] = {}
+    by_c: dict[int, _Received] = {}
     for c, nodes_r, piece_r, Z_r in pieces:
-        by_c.setdefault(c, [[], [], [], [], None])
-        by_c[c][0].append(nodes_r), by_c[c][1].append(piece_r), by_c[c][2].append(Z_r)
+        mine = by_c.setdefault(c, _Received())
+        mine.nodes.append(nodes_r), mine.pieces.append(piece_r), mine.Z.append(Z_r)
     for c, Y, A_cc in got:
-        by_c[c][3].append(Y)
+        by_c[c].traces.append(Y)
         if A_cc is not None:
-            by_c[c][4] = A_cc
+            by_c[c].A_cc = A_cc
     columns, error, enriched = {}, None, 0
     try:
         for c in sorted(by_c):
-            node_r, piece_r, Z_r, Ys, A_cc = by_c[c]
-            at = np.argsort(np.concatenate(node_r))
-            rows = node_dofs(np.concatenate(node_r)[at], bs)
-            Zc = None if Z is None else np.concatenate(Z_r)[(at[:, None] * bs +
-                                                              np.arange(bs)).ravel()]
-            m = len(rows)
+            mine = by_c[c]
+            at = np.argsort(np.concatenate(mine.nodes))
+            rows = node_dofs(np.concatenate(mine.nodes)[at], bs)
+            Zc = None if Z is None else np.concatenate(mine.Z)[(at[:, None] * bs +
+                                                                 np.arange(bs)).ravel()]
+            m, A_cc = len(rows), mine.A_cc
             dense = lambda: sp.csr_matrix((A_cc[2], (A_cc[0], A_cc[1])),  # noqa: E731
                                           shape=(m, m)).toarray()
-            V, k = component_columns(np.concatenate(piece_r)[at], Zc, bs, Ys or None, dense,
-                                     tol)
+            V, k = component_columns(np.concatenate(mine.pieces)[at], Zc, bs,
+                                     mine.traces or None, dense, tol)
             columns[c], enriched = (rows, V), enriched + k
     except ValueError as e:
         error = f"the harmonic coarse space cannot be built: {e} (use {option} gdsw)"
