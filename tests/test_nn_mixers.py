@@ -401,6 +401,8 @@ def test_layout_argument_errors():
         TokenLayout.build(pts[:, 0])
     with pytest.raises(ValueError, match="unknown partitioner 'kway'"):
         TokenLayout.build(pts, partitioner="kway")
+    with pytest.raises(ValueError, match="partitioner= parmetis: PETSc's MatPartitioning"):
+        TokenLayout.build(pts, partitioner="parmetis")
     with pytest.raises(ValueError, match="unknown coarse basis 'spectral'"):
         TokenLayout.build(pts, coarse="spectral")
     with pytest.raises(ValueError, match="coarse='hats' needs partitioner='boxes'"):

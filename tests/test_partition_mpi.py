@@ -269,6 +269,8 @@ def test_bad_input_is_refused_on_every_rank():
              (run(4, mixed_dimensions), "all of the same dimension"),
              (run(11, partitioner="boxes"), "boxes along axis"),
              (run(4, partitioner="voronoi"), "unknown partitioner"),
+             (run(4, none, partitioner="ptscotch"),
+              "MatPartitioning package ptscotch is not in this build"),
              (run(4, none, partitioner="boxes"), "needs coordinates"),
              (run(COMM.size + 2, none, "local_metis", empty_last),
               "-ddlearn_partition local_metis gives this rank")]

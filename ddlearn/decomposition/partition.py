@@ -310,6 +310,23 @@ PARTITIONERS: dict[str, Callable[[PartitionInput], Labels]] = {
 }
 
 
+#: PETSc's ``MatPartitioning`` packages, which this build does not configure: Debian's
+#: PT-Scotch and ParMETIS link OpenMPI, the project's PETSc runs on MPICH
+PETSC_PACKAGES = ("parmetis", "ptscotch", "chaco", "party")
+
+
+def unknown_partitioner(name: str, option: str) -> str:
+    """The error for a partitioner ``name`` not in :data:`PARTITIONERS`, given by ``option``
+    (with the PC's prefix, or the keyword): a PETSc package named as what the build lacks."""
+    names = ", ".join(PARTITIONERS)
+    if str(name).lower() in PETSC_PACKAGES:
+        return (f"{option} {name}: PETSc's MatPartitioning package {name} is not in this build "
+                f"(its MPI would have to be the project's MPICH); cluster_metis partitions the "
+                f"graph without gathering it (METIS on each rank's rows, then on the clusters); "
+                f"choose one of {names}")
+    return f"unknown partitioner {name!r} ({option}); choose one of {names}"
+
+
 def default_partitioner(has_groups: bool, has_coordinates: bool, ranks: int = 1) -> str:
     """``groups`` on a coarse matrix carrying its column groups, else ``boxes`` with
     coordinates; from the graph alone ``metis`` on one rank (which holds the whole graph) and
@@ -335,7 +352,7 @@ def partition_points(name: str, coords: np.ndarray, graph: sp.csr_matrix, N: int
         coordinates).
     """
     if name not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {name!r}: use one of {tuple(PARTITIONERS)}")
+        raise ValueError(unknown_partitioner(name, "partitioner="))
     T = len(coords)
     G = DistributedGraph(MPI.COMM_SELF, sp.csr_matrix(graph), np.array([0, T]))
     found = PARTITIONERS[name](PartitionInput(G, coords, N, prefix=None))

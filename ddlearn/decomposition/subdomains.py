@@ -31,7 +31,7 @@ from petsc4py import PETSc
 from .collective import collective_check
 from .parallel_partition import (DistributedGraph, assign_holders, grow_overlap_parallel,
                                  redistribute)
-from .partition import PARTITIONERS, PartitionInput, default_partitioner
+from .partition import PARTITIONERS, PartitionInput, default_partitioner, unknown_partitioner
 from .petsc_rows import column_groups
 from .timing import Timer
 
@@ -205,8 +205,7 @@ class Subdomains:
         partitioner = partitioner or default_partitioner(groups is not None, has,
                                                          mpi.Get_size())
         collective_check(comm, partitioner in PARTITIONERS,
-                         f"unknown partitioner {partitioner!r} (-{prefix}partition); choose one "
-                         f"of {', '.join(PARTITIONERS)}")
+                         unknown_partitioner(partitioner, f"-{prefix}partition"))
         cls._check_common(A, overlap, block_size, prefix)
         bs, n = int(block_size), A.getSize()[0]
         timer = Timer()

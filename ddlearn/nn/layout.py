@@ -38,7 +38,7 @@ from scipy.spatial import cKDTree
 
 from ..decomposition.coarse import COARSE_BASES, BasisInput
 from ..decomposition.record import DecompositionRecord
-from ..decomposition.partition import PARTITIONERS, partition_points
+from ..decomposition.partition import PARTITIONERS, partition_points, unknown_partitioner
 from ..decomposition.serial_partition import grow_overlap
 
 __all__ = ["TokenLayout", "token_graph"]
@@ -149,8 +149,7 @@ class TokenLayout(DecompositionRecord):
             raise ValueError("coords contain NaN or inf: pass finite token coordinates")
         T, dim = coords.shape
         if partitioner not in PARTITIONERS:
-            raise ValueError(f"unknown partitioner {partitioner!r}: use one of "
-                             f"{tuple(PARTITIONERS)}")
+            raise ValueError(unknown_partitioner(partitioner, "partitioner="))
         if coarse not in COARSE_BASES:
             raise ValueError(f"unknown coarse basis {coarse!r}: use one of {tuple(COARSE_BASES)}")
         if coarse == "hats" and partitioner != "boxes":
