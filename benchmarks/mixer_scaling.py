@@ -595,7 +595,9 @@ def report(args, files: dict) -> dict:
                          f"tokens against {LAYOUT_AGAINST} (`--layouts`)",
                          f"Width {d['settings']['channels']}, {d['settings']['heads']} heads, "
                          f"boxes, pou coarse level; the subdomain size asked for and the sizes "
-                         f"the boxes have with their overlap layers. "
+                         f"the boxes have with their overlap layers; `-ras`: the restricted "
+                         f"form (queries from each box's own part, keys and values from the "
+                         f"box with its overlap). "
                          f"{d['machine'].get('note', '')}\n\n" + layout_cost_table(d["points"])))
     for key, where in found:
         data = {**files[key], **summary(files[key])}
