@@ -830,15 +830,15 @@ def layouts(runs: dict, cfg: dict, out: str, costs: Path = LAYOUT_COSTS):
     mine = {v: runs.get(run_name(v, s["width"], s["lr"], 0, cfg["epochs"])) for v in variants}
     if ref is None or not any(mine.values()):
         return None, None
-    cost = {}
+    cost = {2: {}, 3: {}}  # dim -> (size, overlap, restricted) -> (time / FLARE's, tokens)
     if costs.exists():
-        points = bench.read(str(costs))["points"]
-        flare = next((p for p in points if p["dim"] == 2 and p["mixer"] == "flare"
-                      and p["status"] == "ok"), None)
-        for p in points:
-            if p["dim"] == 2 and p["mixer"] == "schwarz" and p["status"] == "ok" and flare:
-                cost[p["subdomain_size"], p["overlap"], p["options"].get("restricted", False)] \
-                    = (p["time_s"] / flare["time_s"], p["tokens"])
+        points = [p for p in bench.read(str(costs))["points"] if p["status"] == "ok"]
+        for dim in cost:
+            flare = next((p for p in points if p["dim"] == dim and p["mixer"] == "flare"), None)
+            for p in points:
+                if p["dim"] == dim and p["mixer"] == "schwarz" and flare:
+                    key = (p["subdomain_size"], p["overlap"], p["options"].get("restricted", False))
+                    cost[dim][key] = (p["time_s"] / flare["time_s"], p["tokens"])
     tokens = cfg["data"]["grid"] ** cfg["data"]["dim"]
     rows, curve = [], {}
     for name, r, lay, ras in [("schwarz", ref, cfg["layout"], False),
@@ -847,25 +847,27 @@ def layouts(runs: dict, cfg: dict, out: str, costs: Path = LAYOUT_COSTS):
         if r is None:
             continue
         size = tokens / lay["subdomains"]
-        match = min((k for k in cost if k[1:] == (lay["overlap"], ras)),
+        match = min((k for k in cost[2] if k[1:] == (lay["overlap"], ras)),
                     key=lambda k: abs(math.log(k[0] / size)), default=None)
-        c = cost.get(match)
+        c, c3 = cost[2].get(match), cost[3].get(match)
         rows.append([name, lay["subdomains"], lay["overlap"], "yes" if ras else "",
                      f"{size:.0f}", f"{r['test_error']:.4f}",
                      f"{r['test_error'] / ref['test_error']:.3f}",
-                     f"{match[0]} ({c[1]:,} tokens)" if c else "", f"{c[0]:.2f}" if c else ""])
+                     f"{match[0]}" if c else "", f"{c[0]:.2f}" if c else "",
+                     f"{c3[0]:.2f}" if c3 else ""])
         if c:
             curve.setdefault((lay["overlap"], ras), []).append((c[0], r["test_error"],
                                                                 lay["subdomains"]))
     text = ("Seed 0 at the Schwarz model's best rate on other layouts, trained and tested on the "
-            "grid (restricted: queries from each subdomain's own part only); beside it the 2D "
-            "forward + backward time, over FLARE's at equal width, of the layout with the same "
-            f"subdomain size, overlap and form near 64k tokens "
+            "grid (restricted: queries from each subdomain's own part only); beside it the "
+            "forward + backward time in 2D and in 3D, over FLARE's at equal width, of the layout "
+            f"with the same subdomain size, overlap and form near 64k tokens "
             f"(`python benchmarks/mixer_scaling.py --layouts`, "
             f"[its report](../mixer_scaling/README.md)). The study's default is the first row.\n\n"
             + bench.markdown_table(["model", "subdomains", "overlap", "restricted",
                                     "tokens per subdomain", "test rel. L2", "/ default",
-                                    "64k layout (size)", "64k time / FLARE"], rows))
+                                    "64k layout (size)", "64k time / FLARE, 2D",
+                                    "3D"], rows))
     path = None
     if curve:
         fig, ax = plt.subplots(figsize=(6, 4))
