@@ -176,7 +176,8 @@ class DecompositionRecord:
         return cls(**cls.fields(dec.subdomains, dec.multiplicity, part, Phi))
 
     def rank_view(self, P: int, rank: int, owner: np.ndarray | None = None,
-                  owned: np.ndarray | None = None, trim: bool = True) -> dict:
+                  owned: np.ndarray | None = None, trim: bool = True,
+                  parts: bool = False) -> dict:
         r"""The share of ``rank`` of ``P`` (from the record alone, no communication).
 
         Parameters
@@ -190,6 +191,9 @@ class DecompositionRecord:
         trim : bool
             Pad the local index sets to this rank's largest subdomain (default) or keep the
             record's width (for per-subdomain parameters of that width).
+        parts : bool
+            Also the subdomains' non-overlapping parts in local numbering (the restricted
+            form's queries).
 
         Returns
         -------
@@ -199,18 +203,18 @@ class DecompositionRecord:
             ghost rows, in ``ghosts``' order), ``send`` (``{rank: positions in owned}`` of the
             rows this rank sends to each neighbour, matching the neighbour's ghost order),
             ``local`` (``index`` of the rank's subdomains in local numbering :math:`[O_r, G_r]`,
-            padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``; ``parts``, the
-            subdomains' non-overlapping parts in local numbering, padded the same way, or
-            ``None`` where a part is not inside its set or ``owned`` leaves out a point of
-            it) and ``phi`` (the entries
+            padded with :math:`|O_r|+|G_r|`; ``sqrt_D``, ``sizes``; with ``parts``, also
+            ``parts``, :meth:`part_index` of the rank's subdomains in that numbering) and
+            ``phi`` (the entries
             of :math:`\Phi` in owned rows: ``rows`` local, ``cols``, ``vals``, and ``mean``,
             :math:`\Phi` scaled so that its columns sum to one).
 
         Raises
         ------
         ValueError
-            For an ``owner`` that is not one rank in ``0..P-1`` per subdomain, or a rank left
-            without a subdomain.
+            For an ``owner`` that is not one rank in ``0..P-1`` per subdomain, a rank left
+            without a subdomain, or (``parts``) a part outside its set (the same on every rank:
+            the record is global) or a point of this rank's parts that ``owned`` leaves out.
         """
         N, T = self.N, self.tokens
         owner = self.owners(P) if owner is None else np.asarray(owner, dtype=np.int64)
@@ -240,15 +244,17 @@ class DecompositionRecord:
         colsum = np.bincount(self.phi_cols, weights=self.phi_vals, minlength=self.n0)
         keep = token_rank[self.phi_rows] == rank
         cols = self.phi_cols[keep]
-        try:
-            parts = self.part_index()[mine]
-            parts = local[parts[:, :max(1, int((parts < T).sum(axis=1).max()))]]
-        except ValueError:  # a part outside its set: no restricted form
-            parts = -np.ones((1, 1), dtype=np.int64)
-        return {"subdomains": mine, "owned": owned, "ghosts": ghost_rows,
+        view = {"subdomains": mine, "owned": owned, "ghosts": ghost_rows,
                 "recv": pattern["recv"], "send": pattern["send"],
                 "local": {"index": local[self.index[mine, :width]],
-                          "sqrt_D": self.sqrt_D[mine, :width], "sizes": sizes,
-                          "parts": None if (parts < 0).any() else parts},
+                          "sqrt_D": self.sqrt_D[mine, :width], "sizes": sizes},
                 "phi": {"rows": local[self.phi_rows[keep]], "cols": cols,
                         "vals": self.phi_vals[keep], "mean": self.phi_vals[keep] / colsum[cols]}}
+        if parts:
+            own = self.part_index()[mine]
+            own = local[own[:, :max(1, int((own < T).sum(axis=1).max()))]]
+            if (own < 0).any():
+                raise ValueError(f"rank {rank}: owned leaves out points of its subdomains' "
+                                 f"parts; give it every point of them")
+            view["local"]["parts"] = own
+        return view

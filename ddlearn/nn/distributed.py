@@ -137,7 +137,8 @@ class DistributedSchwarzMixer(SchwarzMixer):
         """The distributed twin of ``mixer``: same settings, layout and parameter values."""
         dist = cls(mixer.channels, mixer.heads, attention=mixer.attention, levels=mixer.levels,
                    prolongation=mixer.prolongation, combine=mixer.combine, layout=mixer.layout,
-                   restricted=mixer.restricted, comm=comm, **kwargs).to(next(mixer.parameters()).dtype)
+                   restricted=mixer.restricted, comm=comm, **kwargs)
+        dist = dist.to(next(mixer.parameters()).dtype)
         dist.load_state_dict(mixer.state_dict())
         return dist
 
@@ -156,11 +157,7 @@ class DistributedSchwarzMixer(SchwarzMixer):
             self.plan = None
             return
         P, r = self.comm.Get_size(), self.comm.Get_rank()
-        self.plan = layout.rank_view(P, r, self.subdomain_ranks)
-        if self.restricted and self.comm.allreduce(int(self.plan["local"]["parts"] is None)):
-            raise ValueError("distributed schwarz mixer: restricted=True needs every subdomain's "
-                             "part inside its overlapping set; use restricted=False with this "
-                             "layout")
+        self.plan = layout.rank_view(P, r, self.subdomain_ranks, parts=self.restricted)
         self.owned = self.plan["owned"]
         self._exchange = Exchange(self.comm, self.plan["recv"], self.plan["send"],
                                   len(self.plan["owned"]))
