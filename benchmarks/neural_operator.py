@@ -830,15 +830,16 @@ def layouts(runs: dict, cfg: dict, out: str, costs: Path = LAYOUT_COSTS):
     mine = {v: runs.get(run_name(v, s["width"], s["lr"], 0, cfg["epochs"])) for v in variants}
     if ref is None or not any(mine.values()):
         return None, None
-    cost = {2: {}, 3: {}}  # dim -> (size, overlap, restricted) -> (time / FLARE's, tokens)
+    cost = {2: {}, 3: {}}  # dim -> (size, overlap, restricted) -> time / FLARE's
     if costs.exists():
         points = [p for p in bench.read(str(costs))["points"] if p["status"] == "ok"]
         for dim in cost:
             flare = next((p for p in points if p["dim"] == dim and p["mixer"] == "flare"), None)
             for p in points:
                 if p["dim"] == dim and p["mixer"] == "schwarz" and flare:
-                    key = (p["subdomain_size"], p["overlap"], p["options"].get("restricted", False))
-                    cost[dim][key] = (p["time_s"] / flare["time_s"], p["tokens"])
+                    key = (p["subdomain_size"], p["overlap"],
+                           p["options"].get("restricted", False))
+                    cost[dim][key] = p["time_s"] / flare["time_s"]
     tokens = cfg["data"]["grid"] ** cfg["data"]["dim"]
     rows, curve = [], {}
     for name, r, lay, ras in [("schwarz", ref, cfg["layout"], False),
@@ -853,10 +854,10 @@ def layouts(runs: dict, cfg: dict, out: str, costs: Path = LAYOUT_COSTS):
         rows.append([name, lay["subdomains"], lay["overlap"], "yes" if ras else "",
                      f"{size:.0f}", f"{r['test_error']:.4f}",
                      f"{r['test_error'] / ref['test_error']:.3f}",
-                     f"{match[0]}" if c else "", f"{c[0]:.2f}" if c else "",
-                     f"{c3[0]:.2f}" if c3 else ""])
+                     f"{match[0]}" if c else "", f"{c:.2f}" if c else "",
+                     f"{c3:.2f}" if c3 else ""])
         if c:
-            curve.setdefault((lay["overlap"], ras), []).append((c[0], r["test_error"],
+            curve.setdefault((lay["overlap"], ras), []).append((c, r["test_error"],
                                                                 lay["subdomains"]))
     text = ("Seed 0 at the Schwarz model's best rate on other layouts, trained and tested on the "
             "grid (restricted: queries from each subdomain's own part only); beside it the "
