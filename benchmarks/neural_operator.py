@@ -327,11 +327,13 @@ def _device_record(device: torch.device) -> dict:
 
 
 def run_one(args, cfg: dict, model_name: str, width: int, lr: float, seed: int,
-            epochs: int | None = None, callback=None, rerun: bool = False) -> dict:
+            epochs: int | None = None, callback=None, rerun: bool = False,
+            write: bool = True) -> dict:
     """Train one model on ``args.device`` (resuming its checkpoint), score it on the
-    validation and test sets, write its JSON; an existing JSON is returned as it is unless
-    ``rerun``. ``callback(entry)`` after every epoch (an exception there interrupts the run,
-    leaving its checkpoint)."""
+    validation and test sets, write its JSON (unless not ``write``: a checkpoint made again
+    for a later step); an existing JSON is returned as it is unless ``rerun``.
+    ``callback(entry)`` after every epoch (an exception there interrupts the run, leaving its
+    checkpoint)."""
     epochs = epochs or cfg["epochs"]
     name = run_name(model_name, width, lr, seed, epochs)
     path, ckpt = _paths(args, name)
@@ -363,40 +365,76 @@ def run_one(args, cfg: dict, model_name: str, width: int, lr: float, seed: int,
               "dataset": {k: data.record.get(k) for k in ("family", "grid", "sha256")},
               "threads": torch.get_num_threads(), "loadavg": [load_before, _loadavg()],
               **_device_record(args.device)}
-    bench.write(args, result, f"runs/{name}")
+    if write:
+        bench.write(args, result, f"runs/{name}")
     bench.show(f"{name}: validation {result['validation_error']:.4g}, test "
                f"{result['test_error']:.4g}, {result['seconds_per_epoch']:.3g} s/epoch, "
                f"{result['parameters']} parameters")
     return result
 
 
+def transfer_layouts(cfg: dict, grid: int) -> dict:
+    """How a Schwarz model's layout follows the finer ``grid`` (no retraining: no weight
+    depends on the layout), rule -> layout changes. ``count``: the trained layout, ``N``
+    subdomains and the overlap in tokens, so each subdomain holds more tokens and the overlap
+    is thinner in space; ``overlap``: ``N`` kept, the overlap scaled with the resolution
+    ``h0 / h`` so that its width in space stays; ``size``: the tokens per subdomain kept
+    (``N`` grows with the tokens, each subdomain is smaller in space) and the overlap in
+    tokens."""
+    lay, g0, dim = cfg["layout"], cfg["data"]["grid"], cfg["data"]["dim"]
+    return {"count": {},
+            "overlap": {"overlap": round(lay["overlap"] * (grid - 1) / (g0 - 1))},
+            "size": {"subdomains": None, "subdomain_size": g0 ** dim / lay["subdomains"]}}
+
+
 def transfer(args, cfg: dict, source: dict) -> dict:
     """The trained model of run ``source`` on the test sets of the finer grids (no
-    retraining); its checkpoint is retrained first where this machine no longer has it."""
+    retraining), a model with a layout under every rule of :func:`transfer_layouts`; where
+    this machine no longer has the run's checkpoint it is trained again here, its JSON kept
+    and the retrained model's own error at the training grid recorded."""
     name = f"transfer-{source['run']}"
     path, _ = _paths(args, name)
-    if path.exists():
+    model = build(source["model"], cfg, source["width"])
+    ruled = getattr(model, "needs_layout", False)  # (FNO and the networks have no layout)
+    if path.exists() and (not ruled or "layouts" in bench.read(str(path))):
         return bench.read(str(path))
     _, ckpt = _paths(args, source["run"])
+    base = source
     if not ckpt.exists():  # the run's JSON came from another machine: train it again here
-        source = run_one(args, cfg, source["model"], source["width"], source["lr"],
-                         source["seed"], source["epochs"], rerun=True)
+        base = run_one(args, cfg, source["model"], source["width"], source["lr"],
+                       source["seed"], source["epochs"], rerun=True, write=False)
     saved = load_checkpoint(str(ckpt))
-    model = build(source["model"], cfg, source["width"])
     model.load_state_dict(saved["state"])
     model.to(args.device)
     norm = Normalizer.from_state(saved["extra"]["normalizer"])
-    errors = {str(cfg["data"]["grid"]): source["test_error"]}
+    g0 = str(cfg["data"]["grid"])
+    rules = list(transfer_layouts(cfg, cfg["data"]["grid"])) if ruled else ["count"]
+    errors = {rule: {g0: base["test_error"]} for rule in rules}
+    subdomains = {rule: {} for rule in rules}
     for grid in cfg["data"]["transfer"]:
         fine = dataset(cfg, args, grid)
-        model.use_mesh(fine.coords)
-        errors[str(grid)] = error(model, fine.test, fine.coords, norm, batch_size=1)
+        for rule in rules:
+            if ruled:
+                mesh = model.use_mesh(fine.coords, transfer_layouts(cfg, grid)[rule])
+                subdomains[rule][str(grid)] = len(mesh.sizes)
+            else:
+                model.use_mesh(fine.coords)
+            errors[rule][str(grid)] = error(model, fine.test, fine.coords, norm, batch_size=1)
     result = {"run": name, "source": source["run"], "model": source["model"],
-              "seed": source["seed"], "width": source["width"], "test_error": errors,
+              "seed": source["seed"], "width": source["width"], "test_error": errors["count"],
+              "source_test_error": source["test_error"], "retrained": base is not source,
               "config": cfg, "device": str(args.device)}
+    if ruled:  # per rule: its errors, and per grid its changes and N
+        result["layouts"] = {
+            rule: {"test_error": errors[rule],
+                   "grids": {g: {"changes": transfer_layouts(cfg, int(g))[rule], "subdomains": n}
+                             for g, n in subdomains[rule].items()}}
+            for rule in rules}
     bench.write(args, result, f"runs/{name}")
     sup = _power(cfg)
-    bench.show(f"{name}: " + ", ".join(f"{g}{sup}: {e:.4g}" for g, e in errors.items()))
+    for rule in rules:
+        bench.show(f"{name} ({rule}): " + ", ".join(f"{g}{sup}: {e:.4g}"
+                                                   for g, e in errors[rule].items()))
     return result
 
 
@@ -580,7 +618,8 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
             source = runs.get(run_name(model, w, seeds_lr, seed, cfg["epochs"]))
             if source is None or not settled:
                 waiting = True
-            elif f"transfer-{source['run']}" not in runs:
+            elif f"transfer-{source['run']}" not in runs or (
+                    model == "schwarz" and "layouts" not in runs[f"transfer-{source['run']}"]):
                 todo.append((f"transfer-{source['run']}",
                              lambda s=source: transfer(args, cfg, s)))
     return todo, bool(todo) or waiting
@@ -730,11 +769,17 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
     grids = [str(cfg["data"].get("grid")), *map(str, cfg["data"]["transfer"])]
     sup = _power(cfg)
     tr = []
+    ruled = False
     for m in s if cfg["data"]["transfer"] else []:
         rs = s[m]["transfer"]
-        if rs:
-            means = [np.mean([r["test_error"][g] for r in rs]) for g in grids]
-            tr.append([m, len(rs), *(f"{v:.4f}" for v in means),
+        rows = {m: [r["test_error"] for r in rs]}
+        if rs and all("layouts" in r for r in rs):
+            ruled = True
+            rows.update({f"{m} ({RULES[rule]})": [r["layouts"][rule]["test_error"] for r in rs]
+                         for rule in rs[0]["layouts"] if rule != "count"})
+        for label, errors in rows.items() if rs else ():
+            means = [np.mean([e[g] for e in errors]) for g in grids]
+            tr.append([label, len(rs), *(f"{v:.4f}" for v in means),
                        *(f"{v / means[0]:.2f}" for v in means[1:])])
     if tr:
         sections.append((f"Resolution transfer (trained on {grids[0]}{sup}, no retraining)",
@@ -742,8 +787,22 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                                                *(f"{g}{sup} test" for g in grids),
                                                *(f"{g}{sup} / {grids[0]}{sup}"
                                                  for g in grids[1:])], tr)
+                         + (TRANSFER_RULES if ruled else "")
                          + (FNO_ODD_GRIDS if any(r[0] == "fno" for r in tr) else "")))
     return sections
+
+
+#: the transfer table's names of :func:`transfer_layouts`' rules
+RULES = {"count": "trained layout", "overlap": "overlap scaled", "size": "subdomain size kept"}
+TRANSFER_RULES = (
+    "\n\nThe Schwarz model's plain row keeps its trained layout on the finer grid: the same "
+    "subdomains, so each holds more tokens, and an overlap of the same token count, so it is "
+    "thinner in space. *Overlap scaled* keeps the subdomains and scales the overlap with the "
+    "resolution (its width in space stays); *subdomain size kept* keeps the tokens per "
+    "subdomain (more, smaller subdomains) and the overlap in tokens. No weight depends on the "
+    "layout, so all three are the same trained model. Where a run's checkpoint was trained "
+    "again for this (the JSON came from another machine), its row's training-grid error is "
+    "the retrained model's, which can differ from the seed table's by the seeds' spread.")
 
 
 #: why FNO's transfer to grids of odd size is not FNO's (measured on neuraloperator 1.0.2)

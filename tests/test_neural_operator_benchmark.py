@@ -41,6 +41,19 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
             assert set(t["test_error"]) == {str(g) for g in
                                             [cfg["data"]["grid"], *cfg["data"]["transfer"]]}
             assert all(0 < e < 10 for e in t["test_error"].values())
+            if model != "schwarz":
+                assert "layouts" not in t
+                continue
+            # the Schwarz model under every layout rule on the finer grids, the trained one
+            # among them; the size rule's subdomain count grows with the grid
+            rules = t["layouts"]
+            assert set(rules) == {"count", "overlap", "size"}
+            assert rules["count"]["test_error"] == t["test_error"]
+            grids = [str(g) for g in cfg["data"]["transfer"]]
+            n = [rules["size"]["grids"][g]["subdomains"] for g in grids]
+            assert cfg["layout"]["subdomains"] < n[0] < n[1]
+            assert [rules["overlap"]["grids"][g]["changes"]["overlap"] for g in grids] == [2, 4]
+            assert all(0 < e < 10 for r in rules.values() for e in r["test_error"].values())
         for r in mine:
             assert 0 < r["test_error"] < 10 and r["seconds_per_epoch"] > 0
             assert len(r["history"]) == r["epochs"]
@@ -60,7 +73,8 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
     assert max(counts) <= 1.5 * min(counts)
     text = (out / "README.md").read_text()
     for head in ("Equal parameters", "Equal time per epoch", "authors' own networks",
-                 "Learning-rate sweep", "Flattening", "Resolution transfer", "Schwarz layouts"):
+                 "Learning-rate sweep", "Flattening", "Resolution transfer", "Schwarz layouts",
+                 "schwarz (subdomain size kept)", "schwarz (overlap scaled)"):
         assert head in text
     assert (out / "curves.png").stat().st_size > 0 and (out / "sweep.png").stat().st_size > 0
 
@@ -84,6 +98,19 @@ def test_quick_study_twice_in_a_fresh_folder(tmp_path):
     assert all(len(_runs(out)[n]["history"]) == long_epochs for n in new)
     assert all(_runs(out)[n]["device"] == "cpu" for n in new)
     assert f"{long_epochs} epochs" in (out / "README.md").read_text()
+
+    # a transfer whose checkpoint this machine lacks (a JSON from another machine) trains the
+    # run again, records that model's own error and leaves the run's JSON as it was
+    t = next(r for r in _runs(out).values() if r.get("model") == "schwarz" and "source" in r)
+    source = out / "runs" / f"{t['source']}.json"
+    kept = source.read_text()
+    (out / "runs" / f"{t['run']}.json").unlink()
+    (out / "checkpoints" / f"{t['source']}.pt").unlink()
+    mod.main([*argv, "--models", "schwarz"])
+    again = _runs(out)[t["run"]]
+    assert again["retrained"] and source.read_text() == kept
+    assert again["source_test_error"] == json.loads(kept)["test_error"]
+    assert (out / "checkpoints" / f"{t['source']}.pt").exists()
 
 
 @pytest.mark.parametrize("name, models", [("mesh", ["schwarz", "physics", "transolver-net"]),

@@ -115,6 +115,26 @@ def test_a_model_runs_on_a_finer_mesh():
         assert y.shape == (1, s * s, 1)
 
 
+def test_a_finer_mesh_can_take_another_layout():
+    """``use_mesh(coords, layout)`` changes the layout for that mesh only (the subdomain size
+    kept, or the overlap scaled), the model's own settings untouched, and the output changes
+    with it (the layout is not ignored)."""
+    model = _model("schwarz")
+    coords = grid_coords((17, 17))
+    x, c = torch.rand(1, 17 * 17, 1), torch.as_tensor(coords, dtype=torch.float32)
+    trained = model.use_mesh(coords)
+    y = model(x, c)
+    for changes, check in (({"overlap": 2}, lambda m: m.settings["overlap"] == 2
+                            and len(m.sizes) == len(trained.sizes)),
+                           ({"subdomains": None, "subdomain_size": 20},
+                            lambda m: len(m.sizes) > len(trained.sizes))):
+        mesh = model.use_mesh(coords, changes)
+        assert check(mesh) and model.mesh is mesh
+        assert not torch.allclose(model(x, c), y)
+    assert model.config["layout"] == {"subdomains": 4, "overlap": 1}
+    assert model.use_mesh(coords) is trained
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 @pytest.mark.parametrize("mixer", ["schwarz", "flare", "physics"])
 def test_fit_on_a_gpu_is_the_cpu_run(mixer):

@@ -79,12 +79,16 @@ class NeuralOperator(nn.Module):
     def needs_layout(self) -> bool:
         return any(b.mixer.needs_layout for b in self.blocks)
 
-    def use_mesh(self, coords) -> TokenLayout | None:
+    def use_mesh(self, coords, layout: dict | None = None) -> TokenLayout | None:
         """Build (cached) and set the token layout of the points ``coords`` ``(T, dim)`` from
         the ``layout`` settings, and give every mixer the points; returns the layout (``None``
-        for mixers that need none)."""
-        layout = TokenLayout.build(coords, **self.config["layout"]) if self.needs_layout \
-            else None
+        for mixers that need none).
+
+        ``layout`` changes settings for this mesh only (e.g. ``{"overlap": 2}`` or
+        ``{"subdomains": None, "subdomain_size": 30}`` on a finer grid than the training one):
+        no weight depends on the layout, so a trained model runs on any."""
+        layout = TokenLayout.build(coords, **{**self.config["layout"], **(layout or {})}) \
+            if self.needs_layout else None
         for b in self.blocks:
             b.mixer.set_layout(layout)
             b.mixer.set_points(coords)
