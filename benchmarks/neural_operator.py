@@ -787,7 +787,7 @@ def tables(runs: dict, cfg: dict) -> list[tuple[str, str]]:
                                                *(f"{g}{sup} test" for g in grids),
                                                *(f"{g}{sup} / {grids[0]}{sup}"
                                                  for g in grids[1:])], tr)
-                         + (TRANSFER_RULES if ruled else "")
+                         + (TRANSFER_RULES + _retrained(s) if ruled else "")
                          + (FNO_ODD_GRIDS if any(r[0] == "fno" for r in tr) else "")))
     return sections
 
@@ -800,9 +800,21 @@ TRANSFER_RULES = (
     "thinner in space. *Overlap scaled* keeps the subdomains and scales the overlap with the "
     "resolution (its width in space stays); *subdomain size kept* keeps the tokens per "
     "subdomain (more, smaller subdomains) and the overlap in tokens. No weight depends on the "
-    "layout, so all three are the same trained model. Where a run's checkpoint was trained "
-    "again for this (the JSON came from another machine), its row's training-grid error is "
-    "the retrained model's, which can differ from the seed table's by the seeds' spread.")
+    "layout, so all three are the same trained model.")
+
+
+def _retrained(s: dict) -> str:
+    """The transfer note's word on the runs trained again for it (their JSON came from another
+    machine): how far the retrained models' training-grid errors lie from their JSONs'."""
+    again = [r for m in s for r in s[m]["transfer"] if r.get("retrained")]
+    if not again:
+        return ""
+    g = lambda r: r["test_error"][str(r["config"]["data"]["grid"])]
+    worst = max(abs(g(r) / r["source_test_error"] - 1) for r in again)
+    return (f" {len(again)} of these runs were trained again here (their checkpoints were not "
+            f"on this machine); their training-grid errors "
+            + ("equal their runs' JSON exactly." if worst == 0 else
+               f"differ from their runs' JSON by at most {100 * worst:.2g} %."))
 
 
 #: why FNO's transfer to grids of odd size is not FNO's (measured on neuraloperator 1.0.2)
