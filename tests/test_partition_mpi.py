@@ -229,6 +229,32 @@ def test_every_rank_holds_a_part_even_if_it_owns_the_most_rows_of_none():
 
 
 @pytest.mark.mpi(min_size=2)
+def test_every_rank_holds_its_share_even_where_one_rank_owns_rows_of_every_part():
+    # equal rows everywhere; rank 0 owns a few rows of every part, rank r > 0 most of part r:
+    # by majority alone rank 0 would hold N - P + 1 parts and the others one each
+    N = 2 * COMM.size
+    labels = np.repeat(np.arange(N), 4) if COMM.rank == 0 else np.full(4 * N, COMM.rank)
+    holder = assign_holders(COMM, labels, N)
+    assert np.array_equal(np.bincount(holder, minlength=COMM.size),
+                          rank_shares(np.full(COMM.size, 4 * N), N))
+    assert all(holder[r] == r for r in range(1, COMM.size))  # its own part first
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_default_boxes_are_spread_evenly_over_petsc_row_slabs():
+    """PETSc's row slabs of a 3D grid against 4 x 4 x 4 boxes: a box spans two slabs, so
+    the rank owning most of its rows would hold most boxes on some ranks; each rank holds its
+    share instead."""
+    L = _laplacian((8, 8, 8))
+    X = _grid_points((8, 8, 8))
+    A, lo, hi = _distributed(L)
+    s = Subdomains.from_matrix(A, 64, 1, X[lo:hi], "boxes")
+    held = COMM.allgather(len(s.ids))
+    assert held == rank_shares(np.diff(A.getOwnershipRanges()), 64).tolist()
+    A.destroy()
+
+
+@pytest.mark.mpi(min_size=2)
 def test_a_rank_without_rows_still_holds_a_subdomain(no_gather):
     L = _laplacian((9, 8))
     X = _grid_points((9, 8))

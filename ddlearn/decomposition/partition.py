@@ -6,8 +6,8 @@ A partitioner is one function ``f(inp: PartitionInput) -> Labels``, collective o
 communicator: every rank labels its own nodes (node :math:`a` is dofs :math:`b a .. b a + b - 1`
 for block size :math:`b`) with parts ``0..N-1``. A new partitioner is that function and one
 line in :data:`PARTITIONERS`, and both users see it:
-:class:`~.subdomains.Subdomains` (a PETSc matrix: it sends each part to the rank owning most of
-its rows, grows it by graph layers and forms the partition of unity) and
+:class:`~.subdomains.Subdomains` (a PETSc matrix: it gives every rank its share of the parts,
+those it owns most rows of first, grows them by graph layers and forms the partition of unity) and
 :func:`partition_points` (the serial call on one process's points and graph, what the token
 layouts of :mod:`ddlearn.nn` build on). The module imports no PETSc. The partitioners:
 

@@ -15,8 +15,8 @@ nodes' graph, so no subdomain splits a node's dofs.
 Cost. Each rank keeps its own rows, its subdomains' halo (the rows their overlap reaches) and
 :math:`O(N)` metadata, in a number of collective calls independent of ``N``
 (:mod:`~.parallel_partition`; only the ``metis`` partitioner gathers the graph on rank 0): a
-part is held by the rank owning most of its rows (every rank holds at least one, PCASM needs a
-block on every rank) and is sent there in one all-to-all; the overlap grows by fetching, per
+rank holds its share of the parts (at least one, PCASM needs a block on every rank; the rest in
+proportion to its rows), those it owns most rows of first, each sent there in one all-to-all; the overlap grows by fetching, per
 layer, the halo rows of all of a rank's subdomains in one call; the multiplicities come from
 one scatter. The coarse bases live elsewhere (:mod:`ddlearn.classical.coarse_space`).
 """
@@ -190,8 +190,8 @@ class Subdomains:
         with ``overlap`` graph layers. Collective; errors on every rank, naming the options
         under ``prefix`` (the PC's prefix + ``ddlearn_``).
 
-        Every rank labels its own nodes; a part goes to the rank owning most of its rows
-        (:func:`~.parallel_partition.assign_holders`), grows there
+        Every rank labels its own nodes; each rank holds its share of the parts, those it
+        owns most rows of first (:func:`~.parallel_partition.assign_holders`), grows them there
         (:func:`~.parallel_partition.grow_overlap_parallel`), and :math:`m_j` is summed by one
         scatter."""
         comm = A.getComm()

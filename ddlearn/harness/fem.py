@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from petsc4py import PETSc
 
+from ddlearn.decomposition.parallel_partition import balanced_holders
 from ddlearn.decomposition.petsc_rows import sequential_aij
 from ddlearn.decomposition.serial_partition import metis_partition
 from ddlearn.pc import set_auxiliary_matrices, set_coordinates, set_subdomains
@@ -435,20 +436,17 @@ def overlapping_subdomains(problem: Problem, part: np.ndarray):
 
 
 def assign(rows: list[np.ndarray], ranges: np.ndarray) -> np.ndarray:
-    """Rank of each subdomain: the one owning most of its rows; a rank left without one takes
-    the subdomain of which it owns the largest share from a rank holding several."""
+    """Rank of each subdomain of global ``rows``: every rank its share, those it owns most rows
+    of first (:func:`~ddlearn.decomposition.parallel_partition.balanced_holders`)."""
     size = len(ranges) - 1
-    share = np.array([np.bincount(np.searchsorted(ranges, r, side="right") - 1, minlength=size)
-                      / max(len(r), 1) for r in rows])
-    owner = share.argmax(axis=1)
     if len(rows) < size:
         raise ValueError(f"{len(rows)} subdomains for {size} ranks: every rank needs one")
-    for rank in range(size):
-        if not np.any(owner == rank):
-            counts = np.bincount(owner, minlength=size)
-            movable = np.flatnonzero(counts[owner] > 1)
-            owner[movable[share[movable, rank].argmax()]] = rank
-    return owner
+    shared = []
+    for i, r in enumerate(rows):
+        counts = np.bincount(np.searchsorted(ranges, r, side="right") - 1, minlength=size)
+        ranks = np.flatnonzero(counts)
+        shared.append(np.column_stack([np.full(len(ranks), i), ranks, counts[ranks]]))
+    return balanced_holders(np.concatenate(shared), np.diff(ranges), len(rows))
 
 
 def auxiliary(problem: Problem, A: PETSc.Mat, N: int, method: str = "metis"):
