@@ -678,7 +678,9 @@ def memory_model(runs: dict) -> list[dict]:
       over the measured :math:`P`; :math:`M_0` the process and library, :math:`m` MB per
       unknown: matrix rows, subdomain blocks and factors, coarse basis rows);
     - the coarse rank holds, above the median, the coarse matrix and its Cholesky factor:
-      :math:`E = M_{max} - M_{med}` at the largest measured :math:`P`, grown with the factor of
+      at most :math:`E = M_{max} - M_{med}` at the largest measured :math:`P` (with every rank
+      holding its share of the subdomains, the largest rank need not be the coarse rank, and
+      the spread of the subdomains' own set-up memory is in :math:`E`), grown with the factor of
       a 3D mesh-like coarse graph, :math:`\mathrm{nnz}(L) \sim n_0^{4/3}`, to
       :math:`n_0 = (n_0/N)\,\cdot` :data:`PER_RANK` :math:`P`;
     - set-up: the median rank's share of the measured set-up minus the coarse factorisation,
