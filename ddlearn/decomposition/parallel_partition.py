@@ -293,8 +293,8 @@ def balanced_holders(shared: np.ndarray, rows: np.ndarray, N: int) -> np.ndarray
     rank :math:`r` holds exactly its share :math:`c_r` of :func:`rank_shares` (one part each,
     the rest in proportion to its rows), so that with parts of equal size no rank holds more
     subdomains, factorisations and overlap than another by more than one part. (Giving each
-    part to the rank owning most of its rows alone leaves PETSc's row slabs unbalanced: 3 to
-    13 of 64 boxes per rank on 8 ranks in 3D.)
+    part to the rank owning most of its rows alone leaves PETSc's row slabs unbalanced, a box
+    that spans two slabs going to the lower rank on a tie.)
 
     The (part, rank) pairs go greedily, most shared rows first (ties: the lower part, then the
     lower rank), to the rank while it has room; a part whose every rank is full goes to the
