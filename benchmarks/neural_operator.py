@@ -390,6 +390,13 @@ def transfer_layouts(cfg: dict, grid: int) -> dict:
             "size": {"subdomains": None, "subdomain_size": g0 ** dim / lay["subdomains"]}}
 
 
+def transfer_done(record: dict | None, model) -> bool:
+    """Whether the transfer ``record`` of ``model`` is complete: a model with a layout also
+    has every rule's errors (a record from before the rules is done again)."""
+    return record is not None and ("layouts" in record
+                                   or not getattr(model, "needs_layout", False))
+
+
 def transfer(args, cfg: dict, source: dict) -> dict:
     """The trained model of run ``source`` on the test sets of the finer grids (no
     retraining), a model with a layout under every rule of :func:`transfer_layouts`; where
@@ -399,8 +406,9 @@ def transfer(args, cfg: dict, source: dict) -> dict:
     path, _ = _paths(args, name)
     model = build(source["model"], cfg, source["width"])
     ruled = getattr(model, "needs_layout", False)  # (FNO and the networks have no layout)
-    if path.exists() and (not ruled or "layouts" in bench.read(str(path))):
-        return bench.read(str(path))
+    done = bench.read(str(path)) if path.exists() else None
+    if transfer_done(done, model):
+        return done
     _, ckpt = _paths(args, source["run"])
     base = source
     if not ckpt.exists():  # the run's JSON came from another machine: train it again here
@@ -413,26 +421,23 @@ def transfer(args, cfg: dict, source: dict) -> dict:
     g0 = str(cfg["data"]["grid"])
     rules = list(transfer_layouts(cfg, cfg["data"]["grid"])) if ruled else ["count"]
     errors = {rule: {g0: base["test_error"]} for rule in rules}
-    subdomains = {rule: {} for rule in rules}
+    grids = {rule: {} for rule in rules}  # per rule and grid: its layout changes and N
     for grid in cfg["data"]["transfer"]:
         fine = dataset(cfg, args, grid)
-        for rule in rules:
+        for rule, changes in (transfer_layouts(cfg, grid).items() if ruled else [("count", {})]):
             if ruled:
-                mesh = model.use_mesh(fine.coords, transfer_layouts(cfg, grid)[rule])
-                subdomains[rule][str(grid)] = len(mesh.sizes)
-            else:
+                mesh = model.use_mesh(fine.coords, changes)
+                grids[rule][str(grid)] = {"changes": changes, "subdomains": len(mesh.sizes)}
+            else:  # (FNO's and the networks' use_mesh take no layout)
                 model.use_mesh(fine.coords)
             errors[rule][str(grid)] = error(model, fine.test, fine.coords, norm, batch_size=1)
     result = {"run": name, "source": source["run"], "model": source["model"],
               "seed": source["seed"], "width": source["width"], "test_error": errors["count"],
               "source_test_error": source["test_error"], "retrained": base is not source,
               "config": cfg, "device": str(args.device)}
-    if ruled:  # per rule: its errors, and per grid its changes and N
-        result["layouts"] = {
-            rule: {"test_error": errors[rule],
-                   "grids": {g: {"changes": transfer_layouts(cfg, int(g))[rule], "subdomains": n}
-                             for g, n in subdomains[rule].items()}}
-            for rule in rules}
+    if ruled:
+        result["layouts"] = {rule: {"test_error": errors[rule], "grids": grids[rule]}
+                             for rule in rules}
     bench.write(args, result, f"runs/{name}")
     sup = _power(cfg)
     for rule in rules:
@@ -622,8 +627,7 @@ def plan(args, cfg: dict) -> tuple[list, bool]:
             source = runs.get(run_name(model, w, seeds_lr, seed, cfg["epochs"]))
             if source is None or not settled:
                 waiting = True
-            elif f"transfer-{source['run']}" not in runs or (
-                    model == "schwarz" and "layouts" not in runs[f"transfer-{source['run']}"]):
+            elif not transfer_done(runs.get(f"transfer-{source['run']}"), build(model, cfg, w)):
                 todo.append((f"transfer-{source['run']}",
                              lambda s=source: transfer(args, cfg, s)))
     return todo, bool(todo) or waiting
