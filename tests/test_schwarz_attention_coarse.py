@@ -19,7 +19,8 @@ from ddlearn.learned.coarse.attention_training import AttentionTrainConfig, trai
 from ddlearn.learned.coarse.model_file import load_model
 from ddlearn.learned.coarse.schwarz_attention import serial_basis, subdomain_vectors
 from ddlearn.learned.coarse.spectrum import Spectrum, orthonormal_bases, subspace_gap
-from ddlearn.learned.coarse.subdomain_tokens import feature_count, subdomain_tokens
+from ddlearn.learned.coarse.subdomain_tokens import (PIECE_FEATURES, feature_count,
+                                                     piece_features, subdomain_tokens)
 from ddlearn.nn.layout import TokenLayout
 from ddlearn.nn.subdomain_basis import KIND, SubdomainBasisNet
 
@@ -146,6 +147,30 @@ def test_network_outputs_one_row_per_token_and_each_subdomain_sees_the_others():
         net(X[:, :5])
 
 
+def test_pieces_tell_a_stiff_inclusion_from_the_soft_rest():
+    """A 12 x 12 block with a 4 x 4 stiff square: two pieces, each token's code constant on its
+    piece and different across them, the share log10(|P| / n) / 4 of its piece."""
+    n = 12
+    kappa = np.ones((n, n))
+    kappa[3:7, 5:9] = 1e4
+    A = make_problem("poisson2d", n).matrix().tocsr()
+    rows = A.nonzero()
+    scale = np.sqrt(kappa.ravel()[rows[0]] * kappa.ravel()[rows[1]])
+    A = sp.csr_matrix((np.asarray(A[rows]).ravel() * scale, rows), shape=A.shape)
+    F = piece_features(A)
+    stiff = (kappa.ravel() > 1)
+    assert F.shape == (n * n, PIECE_FEATURES)
+    for where in (stiff, ~stiff):
+        assert np.ptp(F[where], axis=0).max() == 0
+    assert not np.allclose(F[stiff][0, :-1], F[~stiff][0, :-1])
+    np.testing.assert_allclose(F[stiff][0, -1], np.log10(16 / 144) / 4)
+    blocks = [A, A[:20][:, :20]]
+    X = subdomain_tokens(blocks, [np.ones(144), np.ones(20)], pieces=True)
+    assert X.shape == (164, feature_count(0, pieces=True))
+    np.testing.assert_array_equal(X[:, :feature_count()], subdomain_tokens(
+        blocks, [np.ones(144), np.ones(20)]))
+
+
 @pytest.mark.mpi
 def test_network_distributed_over_ranks_equals_serial():
     """Each rank its own subdomains, the summaries shared by one allreduce per block: the
@@ -193,9 +218,10 @@ def test_training_improves_the_spectrum_and_resumes_exactly(tmp_path):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A model trained briefly on the families at 23^2, N = 4 (shared by the PC tests)."""
+    """A model trained briefly on the families at 23^2, N = 4, reading the coefficient pieces
+    (shared by the PC tests)."""
     path = COMM.bcast(str(tmp_path_factory.mktemp("sa") / "sa.pt") if COMM.rank == 0 else None)
-    train_attention_coarse(_tiny_cfg(families=("channels",), iterations=16), path,
+    train_attention_coarse(_tiny_cfg(families=("channels",), iterations=16, pieces=True), path,
                            progress=False)
     return path
 
@@ -221,7 +247,7 @@ def test_pc_from_options_equals_the_serial_basis_and_views_it(trained, tmp_path)
     sets, weights = gathered_sets(pc.getPythonContext())
     model, _, _ = load_model(trained, KIND)
     As = p.matrix().tocsr()
-    Phi, _ = serial_basis(model, As, sets, weights)
+    Phi, _ = serial_basis(model, As, sets, weights, pieces=True)
     x = np.random.default_rng(0).standard_normal(p.n)
     ref = reference.two_level(As, type("dec", (), {"subdomains": sets, "owned": sets})(),
                               Phi) @ x

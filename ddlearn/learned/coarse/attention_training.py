@@ -65,6 +65,7 @@ class AttentionTrainConfig:
     heads: int = 4
     coarse: bool = True  # the coarse level of the attention (among subdomains)
     coordinates: bool = False  # the subdomain-relative coordinates as input
+    pieces: bool = False  # the coefficient pieces' features as input
     ritz: int = 8  # p: the smallest eigenvalues in the loss
     lanczos: int = 48
     pretrain: int = 0  # first steps on the subspace gap to the spectral vectors (a curriculum)
@@ -96,7 +97,7 @@ def _fields(cfg: AttentionTrainConfig, split: str, comm) -> dict:
         A, dec, weights, coords = field_data(cfg, family, seed)
         blocks = [A[I][:, I].tocsr() for I in dec.subdomains]
         X = subdomain_tokens(blocks, weights, None if coords is None else
-                             [coords[I] for I in dec.subdomains])
+                             [coords[I] for I in dec.subdomains], pieces=cfg.pieces)
         targets = _targets(A, dec, weights, cfg.k) if cfg.pretrain and split == "train" else None
         out[index] = (Spectrum(A, dec.subdomains, weights), torch.as_tensor(X), dec.sizes,
                       targets)
@@ -115,8 +116,8 @@ def _targets(A, dec, weights, k: int) -> list:
 
 
 def _network(cfg: AttentionTrainConfig) -> SubdomainBasisNet:
-    return SubdomainBasisNet(feature_count(cfg.dim if cfg.coordinates else 0), cfg.k - 1,
-                             cfg.width, cfg.depth, cfg.heads, cfg.coarse, cfg.seed)
+    return SubdomainBasisNet(feature_count(cfg.dim if cfg.coordinates else 0, cfg.pieces),
+                             cfg.k - 1, cfg.width, cfg.depth, cfg.heads, cfg.coarse, cfg.seed)
 
 
 def train_attention_coarse(cfg: AttentionTrainConfig, path: str, comm=MPI.COMM_WORLD,
@@ -176,7 +177,7 @@ def check_iterations(path: str, cases=None) -> list[dict]:
     out = []
     for family, contrast, seed in cases or [(f, 1e6, SEEDS["test"]) for f in cfg.families]:
         A, dec, weights, coords = field_data(cfg, family, seed, contrast)
-        Phi, fallback = serial_basis(model, A, dec.subdomains, weights, coords)
+        Phi, fallback = serial_basis(model, A, dec.subdomains, weights, coords, cfg.pieces)
         b = np.random.default_rng(0).uniform(-1, 1, A.shape[0])
         count = []
         spla.cg(A, b, M=reference.two_level(A, dec, Phi), rtol=1e-8, maxiter=2000,
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> dict:
                     help="switch the attention among subdomains off (ablation)")
     ap.add_argument("--coordinates", action="store_true",
                     help="give the network the subdomain-relative coordinates")
+    ap.add_argument("--pieces", action="store_true",
+                    help="give the network the subdomain's coefficient pieces (a code per "
+                         "piece and its share)")
     ap.add_argument("--restart", action="store_true", help="ignore a checkpoint of this run")
     ap.add_argument("--until", type=int, help="stop after this step; rerun to resume")
     ap.add_argument("--no-progress", action="store_true")

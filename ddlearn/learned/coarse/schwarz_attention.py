@@ -52,12 +52,14 @@ PRETRAINED_ATTENTION = {2: os.path.join(_HERE, "schwarz_attention2d.pt"),
 SIZE_FACTOR = 4.0
 
 
-def subdomain_vectors(model, blocks, weights, coordinates=None, ids=None, N=None, comm=None):
+def subdomain_vectors(model, blocks, weights, coordinates=None, ids=None, N=None, comm=None,
+                      pieces: bool = False):
     r"""``(V, fallback)``: :math:`V_i` of the subdomains ``blocks`` (:math:`A_i`) with weights
-    ``weights`` (and ``coordinates``, one array per subdomain, when the model reads them),
+    ``weights`` (and ``coordinates``, one array per subdomain, when the model reads them;
+    ``pieces``: the model reads the coefficient pieces' features),
     global numbers ``ids`` among ``N`` on the ranks of ``comm`` (``None``: all here); the
     subdomains that fell back to the constant (:func:`~.spectrum.orthonormal_bases`)."""
-    X = torch.as_tensor(subdomain_tokens(blocks, weights, coordinates))
+    X = torch.as_tensor(subdomain_tokens(blocks, weights, coordinates, pieces=pieces))
     sizes = [b.shape[0] for b in blocks]
     model.set_subdomains(sizes, ids, N, comm)
     with torch.no_grad():
@@ -66,14 +68,15 @@ def subdomain_vectors(model, blocks, weights, coordinates=None, ids=None, N=None
     return [v.numpy() for v in V], fallback
 
 
-def serial_basis(model, A, sets, weights, coordinates=None):
+def serial_basis(model, A, sets, weights, coordinates=None, pieces: bool = False):
     r"""``(Phi, fallback)``: :math:`\Phi` of the scipy matrix ``A`` on the sets ``sets`` with
     weights ``weights`` (all subdomains on this process; ``coordinates``: the rows'
-    coordinates, ``(n, dim)``, for a model that reads them), as a sparse ``(n, n0)``."""
+    coordinates, ``(n, dim)``, for a model that reads them; ``pieces``: for a model that reads
+    the coefficient pieces), as a sparse ``(n, n0)``."""
     A = sp.csr_matrix(A)
     blocks = [A[I][:, I].tocsr() for I in sets]
     coords = None if coordinates is None else [coordinates[I] for I in sets]
-    V, fallback = subdomain_vectors(model, blocks, weights, coords)
+    V, fallback = subdomain_vectors(model, blocks, weights, coords, pieces=pieces)
     rows = np.concatenate([np.repeat(I, v.shape[1]) for I, v in zip(sets, V)])
     offsets = np.cumsum([0] + [v.shape[1] for v in V])
     cols = np.concatenate([np.tile(np.arange(o, o + v.shape[1]), len(I))
@@ -162,7 +165,8 @@ class SchwarzAttentionCoarse(CoarseSpace):
                          "a positive diagonal (check the coefficient for NaN or negative values)")
         coords = (s.gather_columns(inp.A, np.asarray(inp.coordinates, dtype=np.float64))
                   if meta["train_config"].get("coordinates") else None)
-        V, fallback = subdomain_vectors(model, blocks, s.weights, coords, s.ids, s.N, mpi)
+        V, fallback = subdomain_vectors(model, blocks, s.weights, coords, s.ids, s.N, mpi,
+                                        bool(meta["train_config"].get("pieces")))
         forward_s = mpi.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         found = {int(i): (I, D, v) for i, I, D, v in zip(s.ids, s.overlapping, s.weights, V)}
         out = subdomain_columns(comm, s.N, found)
