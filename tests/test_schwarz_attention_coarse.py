@@ -172,12 +172,14 @@ def test_pieces_tell_a_stiff_inclusion_from_the_soft_rest():
 
 
 @pytest.mark.mpi
-def test_network_distributed_over_ranks_equals_serial():
+@pytest.mark.parametrize("attention", ["softmax", "galerkin"])
+def test_network_distributed_over_ranks_equals_serial(attention):
     """Each rank its own subdomains, the summaries shared by one allreduce per block: the
-    same vectors as all subdomains on one process."""
+    same vectors as all subdomains on one process, with either attention inside them."""
     A, dec, weights = _field(N=8)
     blocks = [A[I][:, I].tocsr() for I in dec.subdomains]
-    net = SubdomainBasisNet(feature_count(), vectors=2, width=16, depth=2, heads=4)
+    net = SubdomainBasisNet(feature_count(), vectors=2, width=16, depth=2, heads=4,
+                            attention=attention)
     V, _ = subdomain_vectors(net, blocks, weights)
     mine = [i for i in range(8) if i % COMM.size == COMM.rank]
     Vr, _ = subdomain_vectors(net, [blocks[i] for i in mine], [weights[i] for i in mine],

@@ -51,12 +51,14 @@ class SubdomainMixer(SchwarzMixer):
 
     :math:`E_s` placing rank :math:`s`'s subdomains at their global numbers (one allreduce of
     ``[B, heads, N, 2 d]``). Set the subdomains with :meth:`set_subdomains`; serially (all
-    subdomains on one rank, ``comm=None``) it is :class:`~ddlearn.nn.schwarz.SchwarzMixer`."""
+    subdomains on one rank, ``comm=None``) it is :class:`~ddlearn.nn.schwarz.SchwarzMixer`.
+    ``attention`` is the local level's (``softmax``, or ``galerkin``: linear in the subdomain
+    size); the coarse level is softmax among the ``N`` summaries either way."""
 
     name = "subdomain schwarz"
 
-    def __init__(self, channels: int, heads: int = 4):
-        super().__init__(channels, heads, attention="softmax", levels="both")
+    def __init__(self, channels: int, heads: int = 4, attention: str = "softmax"):
+        super().__init__(channels, heads, attention=attention, levels="both")
         self.ids, self.N, self.comm = None, 0, None
 
     def set_subdomains(self, layout: TokenLayout, ids: np.ndarray, N: int, comm=None) -> None:
@@ -92,6 +94,9 @@ class SubdomainBasisNet(nn.Module):
         Channels, Schwarz-attention blocks and heads (half local, half coarse).
     coarse : bool
         ``False``: the coarse level off (local attention only; each subdomain alone).
+    attention : {'softmax', 'galerkin'}
+        Attention inside each subdomain: softmax, :math:`O(n_i^2 d)` per subdomain, or Cao's
+        Galerkin form, :math:`O(n_i d^2)` (the forward pass is the set-up's cost).
     seed : int
         Initialisation.
 
@@ -102,14 +107,15 @@ class SubdomainBasisNet(nn.Module):
     kind = KIND
 
     def __init__(self, features: int, vectors: int = 3, width: int = 32, depth: int = 3,
-                 heads: int = 4, coarse: bool = True, seed: int = 0):
+                 heads: int = 4, coarse: bool = True, seed: int = 0,
+                 attention: str = "softmax"):
         super().__init__()
         self.config = {"kind": KIND, "features": int(features), "vectors": int(vectors),
                        "width": int(width), "depth": int(depth), "heads": int(heads),
-                       "coarse": bool(coarse), "seed": int(seed)}
+                       "coarse": bool(coarse), "seed": int(seed), "attention": attention}
         torch.manual_seed(seed)
         self.lift = mlp(features, width, width)
-        mixers = [SubdomainMixer(width, heads) for _ in range(depth)]
+        mixers = [SubdomainMixer(width, heads, attention) for _ in range(depth)]
         if not coarse:
             for m in mixers:
                 m.levels, m.combine = "local", "sum"

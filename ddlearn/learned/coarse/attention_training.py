@@ -32,6 +32,7 @@ from mpi4py import MPI
 from ...classical import reference
 from ...decomposition import Decomposition
 from ...decomposition.timing import Timer
+from ...nn.schwarz import ATTENTIONS
 from ...nn.subdomain_basis import KIND, SubdomainBasisNet
 from .local_training import (SEEDS, _check_batch, _jobs, _owner, _recorded_command,
                              family_problem, field_contrast, fit_on_fields)
@@ -66,6 +67,7 @@ class AttentionTrainConfig:
     coarse: bool = True  # the coarse level of the attention (among subdomains)
     coordinates: bool = False  # the subdomain-relative coordinates as input
     pieces: bool = False  # the coefficient pieces' features as input
+    attention: str = "softmax"  # inside each subdomain: softmax or galerkin (linear)
     ritz: int = 8  # p: the smallest eigenvalues in the loss
     lanczos: int = 48
     pretrain: int = 0  # first steps on the subspace gap to the spectral vectors (a curriculum)
@@ -117,7 +119,8 @@ def _targets(A, dec, weights, k: int) -> list:
 
 def _network(cfg: AttentionTrainConfig) -> SubdomainBasisNet:
     return SubdomainBasisNet(feature_count(cfg.dim if cfg.coordinates else 0, cfg.pieces),
-                             cfg.k - 1, cfg.width, cfg.depth, cfg.heads, cfg.coarse, cfg.seed)
+                             cfg.k - 1, cfg.width, cfg.depth, cfg.heads, cfg.coarse, cfg.seed,
+                             cfg.attention)
 
 
 def train_attention_coarse(cfg: AttentionTrainConfig, path: str, comm=MPI.COMM_WORLD,
@@ -203,6 +206,8 @@ def main(argv: list[str] | None = None) -> dict:
         ap.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     for name in ("contrast_max", "lr", "lr_final"):
         ap.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name))
+    ap.add_argument("--attention", choices=ATTENTIONS, default=defaults.attention,
+                    help="attention inside each subdomain (galerkin: linear in its size)")
     ap.add_argument("--no-coarse", dest="coarse", action="store_false",
                     help="switch the attention among subdomains off (ablation)")
     ap.add_argument("--coordinates", action="store_true",

@@ -139,7 +139,9 @@ class SchwarzAttentionCoarse(CoarseSpace):
             collective_check(comm, inp.coordinates is not None,
                              f"{option} {name} reads the coordinates and the PC has none: give "
                              f"them (PCSetCoordinates, ddlearn.pc.set_coordinates) or a model "
-                             f"trained without (--no-coordinates)")
+                             f"trained without them (python -m "
+                             f"ddlearn.learned.coarse.attention_training without "
+                             f"--coordinates)")
 
     def vectors(self, inp: CoarseInput) -> CoarseVectors:
         comm, s = inp.comm, inp.subdomains
