@@ -15,13 +15,18 @@ two).
 
 Settings, point by point, from the paper (Sec. 1 and Fig. 1: FLARE++ replaces only FLARE's
 static query parameter by one more SDPA call of FLARE's encoder and leaves everything else
-unchanged; its suite swaps only the mixer in a matched backbone); the authors publish no FLARE++ code that we found (their FLARE
-repository ``vpuri3/FLARE.py`` holds none), so everything not named in the paper is FLARE's, as
+unchanged; its suite swaps only the mixer in a matched backbone); the authors publish no
+FLARE++ code that we found (their FLARE repository ``vpuri3/FLARE.py`` holds none), so everything not named in the paper is FLARE's, as
 its authors build it (:mod:`ddlearn.nn.flare`):
 
 - **query synthesis**: the seeds :math:`\hat Q` (FLARE's latent-query parameter, its
   :math:`\mathcal N(0, 0.1^2)` initialisation) drive FLARE's encode on the *same* keys and values
-  (the paper reuses FLARE's encoder; no new projection, no new parameters);
+  (our reading of "reuses FLARE's encoder": no new projection, no new parameters). The text we
+  have does not settle it: NVIDIA PhysicsNeMo's experimental FLARE++ reads the paper's
+  equation (7) with separate key and value projections for the synthesis, seeds
+  :math:`\mathcal N(0, 1)` and the scale :math:`1/\sqrt d`, which this module has not tried.
+  With shared keys and values and small seeds, the synthesised queries start nearly equal (each
+  is close to a token mean), so the decode starts close to uniform over the routes;
 - **scale**: 1 in all three calls (FLARE's);
 - **projections**: FLARE's residual-MLP keys and values (3 hidden layers, ratio 1, tanh-GELU),
   FLARE's output ``Linear(C, C)``; no norms, no dropout;
