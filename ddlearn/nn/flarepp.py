@@ -16,8 +16,8 @@ two).
 Settings, point by point, from the paper (Sec. 1 and Fig. 1: FLARE++ replaces only FLARE's
 static query parameter by one more SDPA call of FLARE's encoder and leaves everything else
 unchanged; its suite swaps only the mixer in a matched backbone); the authors publish no
-FLARE++ code that we found (their FLARE repository ``vpuri3/FLARE.py`` holds none), so everything not named in the paper is FLARE's, as
-its authors build it (:mod:`ddlearn.nn.flare`):
+FLARE++ code that we found (their FLARE repository ``vpuri3/FLARE.py`` holds none), so
+everything not named in the paper is FLARE's, as its authors build it (:mod:`ddlearn.nn.flare`):
 
 - **query synthesis**: the seeds :math:`\hat Q` (FLARE's latent-query parameter, its
   :math:`\mathcal N(0, 0.1^2)` initialisation) drive FLARE's encode on the *same* keys and values

@@ -11,14 +11,15 @@ random channel nearly constant: the diffused noise marks the subdomain's connect
 high-coefficient pieces); with coordinates, the position relative to the subdomain's bounding
 box, :math:`2(x - c_i)/\ell_i`.
 
-With ``pieces``, the subdomain's coefficient pieces besides
+With ``pieces``, also the subdomain's coefficient pieces
 (:func:`~ddlearn.classical.coarse.interface.coefficient_pieces` on the whole block: neighbours
 stay together where their diagonals are within :data:`PIECE_RATIO` of each other): per token
 :data:`RANDOM_CHANNELS` seeded random values constant on its piece (a code telling the pieces
 apart, which the diffusion above cannot do across a subdomain in a few steps) and its piece's
 share of the subdomain, :math:`\log_{10}(|P|/n_i)/4`. A stiff inclusion or channel is one
 piece, the soft rest another: the pieces' indicators are what the spectral space finds for
-inclusions, and the network can now copy them.
+inclusions, so a network could copy them (the one trained with them does not:
+``docs/schwarz_attention_coarse.md``).
 """
 from __future__ import annotations
 
